@@ -1,0 +1,77 @@
+"""End to end: plain `locust -f locustfiles/...` against a server with known timing.
+
+The mock records when it wrote every chunk; the client's TTFT/TPOT/ITL must match the
+server's own timing within 2 ms at p50, and every request is counted exactly once.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import locust_request_count, read_records, run_locust
+
+
+@pytest.mark.parametrize("locustfile", ["locustfiles/chat.py", "locustfiles/completions.py"])
+def test_timing_matches_server_and_counts_agree(start_mock, tmp_path: Path, locustfile: str) -> None:
+    mock = start_mock("--ttft-ms", "40", "--itl-ms", "8")
+    run = run_locust(
+        locustfile, mock.url, tmp_path / "run", "-u", "8", "-r", "50", "-t", "4s", "--output-tokens", "24"
+    )
+    assert run.returncode == 0, run.output[-3000:]
+    records = read_records(run.run_dir)
+    ok = [r for r in records if r["status"] == "ok"]
+    assert len(ok) == len(records) > 20
+    traces = mock.traces()
+    # Every request the server saw is a record, and Locust counted each once.
+    assert len(traces) == len(records) == locust_request_count(run.output) == mock.stats()["requests_seen"]
+
+    server_ttft = [(t["writes"][0] - t["arrival"]) * 1000 for t in traces]
+    server_itl = [(b - a) * 1000 for t in traces for a, b in zip(t["writes"], t["writes"][1:], strict=False)]
+    server_tpot = [(t["end"] - t["writes"][0]) * 1000 / (len(t["writes"]) - 1) for t in traces]
+    client_ttft = [r["ttft_ms"] for r in ok]
+    client_tpot = [r["tpot_ms"] for r in ok]
+    client_itl_p50 = statistics.median(r["itl_p50_ms"] for r in ok)
+    assert abs(statistics.median(client_ttft) - statistics.median(server_ttft)) < 2.0
+    assert abs(statistics.median(client_tpot) - statistics.median(server_tpot)) < 2.0
+    assert abs(client_itl_p50 - statistics.median(server_itl)) < 2.0
+    # Per request, joined on the response id: the client never sees a token before it was written,
+    # and sees it within 2 ms at p50 (CLOCK_MONOTONIC is shared by processes on one host).
+    by_id = {f"{'chatcmpl' if 'chat' in locustfile else 'cmpl'}-mock{t['n']}": t for t in traces}
+    lag_ms = [
+        (r["start_monotonic_s"] + r["ttft_ms"] / 1000 - by_id[r["response_id"]]["writes"][0]) * 1000
+        for r in ok
+    ]
+    assert min(lag_ms) > -0.01
+    assert statistics.median(lag_ms) < 2.0
+    assert all(
+        r["output_tokens"] == 24 and r["output_tokens_source"] == "usage" and r["token_count_diff"] == 0
+        for r in ok
+    )
+    # The LLM table was printed, and Locust's own --csv/--html carry it too (see test_outputs).
+    assert "LLM metrics" in run.output and "TTFT p50" in run.output
+
+
+def test_multi_token_chunks_count_as_k_tokens(start_mock, tmp_path: Path) -> None:
+    mock = start_mock("--ttft-ms", "20", "--itl-ms", "12", "--tokens-per-chunk", "3")
+    run = run_locust(
+        "locustfiles/completions.py",
+        mock.url,
+        tmp_path / "run",
+        "-u",
+        "2",
+        "-t",
+        "2s",
+        "--output-tokens",
+        "30",
+    )
+    assert run.returncode == 0, run.output[-3000:]
+    ok = [r for r in read_records(run.run_dir) if r["status"] == "ok"]
+    assert ok
+    for r in ok:
+        assert r["content_chunks"] == 10 and r["output_tokens"] == 30
+        # 9 gaps of ~12 ms, each carrying 3 tokens -> 27 ITL values of ~4 ms.
+        assert r["itl_count"] == 27
+        assert r["itl_p50_ms"] == pytest.approx(4.0, abs=1.0)

@@ -1,0 +1,5 @@
+import sys
+
+from tokenload.cli import main
+
+sys.exit(main())

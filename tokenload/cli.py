@@ -1,0 +1,40 @@
+"""The ``tokenload`` command line. Each subcommand lives in its own module; this file only routes."""
+
+from __future__ import annotations
+
+import sys
+
+__all__ = ["main"]
+
+_COMMANDS = {
+    "mock": ("tokenload.mock.server", "a fixed-schedule streaming server with ground truth and faults"),
+    "demo": ("tokenload.demo", "start a local target and run a short headless Locust test against it"),
+}
+
+
+def _usage() -> str:
+    lines = ["usage: tokenload COMMAND [ARGS]", "", "commands:"]
+    lines += [f"  {name:<8} {desc}" for name, (_, desc) in _COMMANDS.items()]
+    lines.append(
+        "\n'tokenload COMMAND --help' for a command's options; 'locust -f locustfiles/...' for Locust itself."
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(_usage())
+        return 0
+    cmd, rest = argv[0], argv[1:]
+    if cmd not in _COMMANDS:
+        print(f"tokenload: unknown command {cmd!r}; available: {', '.join(_COMMANDS)}", file=sys.stderr)
+        return 2
+    import importlib
+
+    module = importlib.import_module(_COMMANDS[cmd][0])
+    return int(module.main(rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

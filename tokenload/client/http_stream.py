@@ -1,0 +1,274 @@
+"""One streamed HTTP request over geventhttpclient, timed where the bytes leave the socket.
+
+Locust's ``FastResponse.iter_content`` reads fixed-size blocks and waits until a block is
+full, which delays every token (by ~240 ms on a slow stream). Here each ``recv`` hands
+whatever arrived to the HTTP parser (geventhttpclient's llhttp binding, which also removes the
+chunked transfer framing) and then to the SSE decoder; its timestamp is taken right after
+``recv`` returns, before any parsing. Connections come from geventhttpclient's connection pool
+and are kept alive between requests.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from geventhttpclient.connectionpool import ConnectionPool, SSLConnectionPool
+from geventhttpclient.response import HTTPResponse
+
+from tokenload.client.openai_stream import MalformedChunk, StreamState
+from tokenload.client.sse import SSEDecodeError, SSEDecoder
+from tokenload.metrics.failures import classify_http_status
+
+__all__ = ["StreamOutcome", "StreamTarget", "Timeouts"]
+
+_RECV_BYTES = 65536
+_MAX_ERROR_BODY = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    connect_s: float = 10.0
+    #: No content chunk this long after the request was sent -> ``ttft_timeout``.
+    ttft_s: float = 120.0
+    #: No bytes this long once content has started -> ``stall_timeout``.
+    stall_s: float = 30.0
+
+
+@dataclass(slots=True)
+class StreamOutcome:
+    """Everything one request produced, failed or not. Times are perf_counter seconds."""
+
+    t_start: float
+    wall_start: float
+    state: StreamState
+    t_end: float | None = None
+    http_status: int | None = None
+    failure_class: str | None = None
+    detail: str = ""
+    response_bytes: int = 0
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+class _NoDelayPool(ConnectionPool):
+    def after_connect(self, sock: socket.socket) -> None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class _NoDelaySSLPool(SSLConnectionPool):
+    def after_connect(self, sock: socket.socket) -> None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class _Response(HTTPResponse):
+    """llhttp parser that hands body bytes out as they are parsed instead of buffering them."""
+
+    def __init__(self) -> None:
+        super().__init__(method="POST")
+        self.body_parts: list[bytes] = []
+
+    def _on_body(self, buf: bytearray) -> None:
+        self.body_parts.append(bytes(buf))
+
+
+class StreamTarget:
+    """A base URL and a small keep-alive pool; one per Locust user (one stream at a time)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeouts: Timeouts = Timeouts(),
+        insecure: bool = False,
+        pool_size: int = 1,
+    ) -> None:
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"host: expected an http:// or https:// URL, got {base_url!r}")
+        self.base_path = parts.path.rstrip("/")
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        host_header = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
+        if ":" in parts.hostname and parts.port is not None:
+            host_header = f"[{parts.hostname}]:{parts.port}"
+        kw = dict(size=pool_size, connection_timeout=timeouts.connect_s, network_timeout=timeouts.stall_s)
+        if parts.scheme == "https":
+            self._pool: ConnectionPool = _NoDelaySSLPool(
+                parts.hostname, port, parts.hostname, port, insecure=insecure, **kw
+            )
+        else:
+            self._pool = _NoDelayPool(parts.hostname, port, parts.hostname, port, **kw)
+        self.timeouts = timeouts
+        auth = f"Authorization: Bearer {api_key}\r\n" if api_key else ""
+        self._head_tail = (
+            f"Host: {host_header}\r\nUser-Agent: tokenload\r\nAccept: text/event-stream\r\n"
+            f"Content-Type: application/json\r\n{auth}"
+        ).encode()
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def _request_bytes(self, method: str, path: str, body: bytes) -> bytes:
+        head = f"{method} {self.base_path}{path} HTTP/1.1\r\n".encode()
+        return b"%s%sContent-Length: %d\r\n\r\n%s" % (head, self._head_tail, len(body), body)
+
+    def get_json_bytes(self, path: str) -> tuple[int, bytes]:
+        """A plain GET (for /v1/models and the like): status and body."""
+        sock = self._pool.get_socket()
+        resp = _Response()
+        ok = False
+        try:
+            sock.settimeout(self.timeouts.connect_s)
+            sock.sendall(self._request_bytes("GET", path, b""))
+            while not resp.message_complete:
+                data = sock.recv(_RECV_BYTES)
+                if not data:
+                    break
+                resp.feed(data)
+            ok = resp.message_complete and resp.should_keep_alive()
+            return resp.status_code, b"".join(resp.body_parts)
+        finally:
+            if ok:
+                self._pool.return_socket(sock)
+            else:
+                self._pool.release_socket(sock)
+
+    def stream(
+        self,
+        path: str,
+        body: bytes,
+        state: StreamState,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> StreamOutcome:
+        """POST ``body`` to ``path`` and read the event stream into ``state``. Never raises for
+        a failed request: the failure class and every timing gathered so far are in the result."""
+        out = StreamOutcome(t_start=clock(), wall_start=time.time(), state=state)
+        request = self._request_bytes("POST", path, body)
+        try:
+            sock = self._pool.get_socket()
+        except (OSError, RuntimeError) as exc:
+            out.t_end = clock()
+            out.failure_class, out.detail = "connect_error", _exc_text(exc)
+            return out
+        reusable = False
+        try:
+            reusable = self._exchange(sock, request, out, clock)
+        finally:
+            if reusable:
+                self._pool.return_socket(sock)
+            else:
+                self._pool.release_socket(sock)
+        return out
+
+    def _exchange(self, sock: socket.socket, request: bytes, out: StreamOutcome, clock) -> bool:
+        state = out.state
+        resp = _Response()
+        decoder = SSEDecoder()
+        timeouts = self.timeouts
+        ttft_deadline = out.t_start + timeouts.ttft_s
+        error_body: list[bytes] = []
+        try:
+            sock.settimeout(timeouts.connect_s)
+            sock.sendall(request)
+            while True:
+                if state.content_times:
+                    sock.settimeout(timeouts.stall_s)
+                else:
+                    sock.settimeout(max(ttft_deadline - clock(), 0.001))
+                data = sock.recv(_RECV_BYTES)
+                t = clock()
+                if not data:
+                    return self._eof(out, resp, decoder, t)
+                out.response_bytes += len(data)
+                resp.feed(data)
+                if out.http_status is None and resp.headers_complete:
+                    out.http_status = resp.status_code
+                    out.failure_class = classify_http_status(resp.status_code)
+                parts = resp.body_parts
+                if parts:
+                    if out.failure_class is None:
+                        for part in parts:
+                            for event in decoder.feed(part):
+                                state.on_event(event.data, t)
+                    elif sum(map(len, error_body)) < _MAX_ERROR_BODY:
+                        error_body.extend(parts)
+                    parts.clear()
+                if resp.message_complete:
+                    out.t_end = t
+                    if out.failure_class is not None:
+                        out.detail = _error_detail(resp.status_code, b"".join(error_body))
+                        return resp.should_keep_alive()
+                    for event in decoder.close():
+                        state.on_event(event.data, t)
+                    self._judge(out)
+                    return resp.should_keep_alive()
+        except TimeoutError:
+            out.t_end = clock()
+            if out.http_status is None and not out.response_bytes and not state.content_times:
+                # Nothing at all came back: the server did not even start the response in time.
+                out.failure_class = "ttft_timeout"
+            else:
+                out.failure_class = "stall_timeout" if state.content_times else "ttft_timeout"
+            out.detail = f"no data for {timeouts.stall_s if state.content_times else timeouts.ttft_s:g} s"
+        except (SSEDecodeError, MalformedChunk) as exc:
+            out.t_end = clock()
+            out.failure_class, out.detail = "malformed_stream", str(exc)
+        except OSError as exc:
+            out.t_end = clock()
+            if out.http_status is None:
+                out.failure_class, out.detail = "connect_error", _exc_text(exc)
+            else:
+                out.failure_class, out.detail = "truncated", _exc_text(exc)
+        except Exception as exc:  # llhttp's HTTPParseError and anything unforeseen
+            out.t_end = clock()
+            if out.http_status is None and not out.response_bytes:
+                out.failure_class = "connect_error"
+            else:
+                out.failure_class = "malformed_stream"
+            out.detail = _exc_text(exc)
+        return False
+
+    def _eof(self, out: StreamOutcome, resp: _Response, decoder: SSEDecoder, t: float) -> bool:
+        out.t_end = t
+        if out.http_status is None:
+            out.failure_class = "connect_error"
+            out.detail = "connection closed before any response"
+            return False
+        if out.failure_class is None:
+            try:
+                for event in decoder.close():
+                    out.state.on_event(event.data, t)
+            except (SSEDecodeError, MalformedChunk) as exc:
+                out.failure_class, out.detail = "malformed_stream", str(exc)
+                return False
+            if out.state.finished and out.state.error is None:
+                self._judge(out)  # a close-delimited body that ended properly
+            elif out.state.error is not None:
+                self._judge(out)
+            else:
+                out.failure_class = "truncated"
+                out.detail = f"connection closed after {out.state.chunk_tokens} tokens"
+        return False
+
+    @staticmethod
+    def _judge(out: StreamOutcome) -> None:
+        state = out.state
+        if state.error is not None:
+            out.failure_class, out.detail = "error_event", state.error
+        elif not state.finished:
+            out.failure_class = "truncated"
+            out.detail = f"stream ended without [DONE] after {state.chunk_tokens} tokens"
+        elif not state.content_times:
+            out.failure_class, out.detail = "empty_output", f"finish_reason={state.finish_reason}"
+
+
+def _error_detail(status: int, body: bytes) -> str:
+    text = body[:300].decode("utf-8", "replace").strip()
+    return f"HTTP {status}: {text}" if text else f"HTTP {status}"
+
+
+def _exc_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:300]

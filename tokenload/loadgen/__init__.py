@@ -1,0 +1,1 @@
+"""The Locust side of tokenload: user classes, command-line options and the event wiring."""

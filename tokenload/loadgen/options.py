@@ -1,0 +1,107 @@
+"""tokenload's Locust command-line options (also shown in the web UI), validated up front.
+
+The API key is never an option: only the *name* of the environment variable that holds it, so
+the key cannot appear in the web UI, in logs or in a saved configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import asdict, dataclass
+from typing import Any
+
+__all__ = ["RunConfig", "add_arguments", "run_config"]
+
+
+def _int_at_least(minimum: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {value}")
+    return value
+
+
+def add_arguments(parser: Any) -> None:
+    """Register the options on Locust's parser (``init_command_line_parser``)."""
+    g = parser.add_argument_group("tokenload", "LLM load options")
+    g.add_argument(
+        "--model", default="", help="Model name; default: the first model of the target's /v1/models"
+    )
+    g.add_argument(
+        "--api-key-env",
+        default="OPENAI_API_KEY",
+        help="Name of the environment variable holding the API key (the key itself is never an option)",
+    )
+    g.add_argument(
+        "--prompt-tokens", type=_int_at_least(1), default=128, help="Synthetic prompt length, tokens"
+    )
+    g.add_argument(
+        "--output-tokens", type=_int_at_least(1), default=64, help="Output length (max_tokens), tokens"
+    )
+    g.add_argument(
+        "--natural-stop",
+        action="store_true",
+        default=False,
+        help="Let the model stop on its own (no ignore_eos); output-tokens is then only a cap",
+    )
+    g.add_argument("--ttft-timeout", type=_positive_float, default=120.0, help="Seconds to the first token")
+    g.add_argument(
+        "--stall-timeout", type=_positive_float, default=30.0, help="Seconds without bytes mid-stream"
+    )
+    g.add_argument("--run-dir", default="", help="Run directory; default reports/<run-id>")
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    model: str
+    api_key_env: str
+    prompt_tokens: int
+    output_tokens: int
+    natural_stop: bool
+    ttft_timeout_s: float
+    stall_timeout_s: float
+    run_dir: str
+
+    @property
+    def api_key(self) -> str | None:
+        return os.environ.get(self.api_key_env) or None
+
+    def public_dict(self) -> dict[str, Any]:
+        """For reports: the configuration with no secret in it (only the variable's name)."""
+        d = asdict(self)
+        d["api_key_set"] = self.api_key is not None
+        return d
+
+
+def run_config(options: Any) -> RunConfig:
+    """Read the parsed options (Locust's ``environment.parsed_options``; None in library use)."""
+
+    def opt(name: str, default: Any) -> Any:
+        return getattr(options, name, default) if options is not None else default
+
+    return RunConfig(
+        model=opt("model", ""),
+        api_key_env=opt("api_key_env", "OPENAI_API_KEY"),
+        prompt_tokens=int(opt("prompt_tokens", 128)),
+        output_tokens=int(opt("output_tokens", 64)),
+        natural_stop=bool(opt("natural_stop", False)),
+        ttft_timeout_s=float(opt("ttft_timeout", 120.0)),
+        stall_timeout_s=float(opt("stall_timeout", 30.0)),
+        run_dir=opt("run_dir", ""),
+    )

@@ -1,0 +1,263 @@
+"""The one place where tokenload hooks into Locust's events.
+
+* every finished LLM request fires one Locust ``request`` event (response_time = E2E ms,
+  response_length = output tokens); this module's ``request`` listener folds the record carried
+  in its ``context`` into :class:`LLMStats` and the record queue;
+* workers ship stats and records in ``report_to_master`` and clear them; the master merges them
+  in ``worker_report`` and appends the records to ``requests.jsonl`` at once;
+* at the end the master (or local runner) writes ``llm_stats.json``, prints the LLM table, and
+  adds it to Locust's ``--csv`` and ``--html`` outputs.
+"""
+
+from __future__ import annotations
+
+import locust
+from locust.env import Environment
+from locust.runners import MasterRunner, WorkerRunner
+
+import json
+import logging
+import time
+import weakref
+from pathlib import Path
+from typing import Any
+
+import gevent
+
+from tokenload.loadgen.options import RunConfig, add_arguments, run_config
+from tokenload.metrics.aggregate import LLMStats
+from tokenload.metrics.definitions import FORMULAS
+from tokenload.metrics.table import format_text, stats_rows, to_csv
+from tokenload.results.records_file import RecordsFile
+from tokenload.results.rundir import make_run_dir
+
+__all__ = ["RunContext", "context_of", "install"]
+
+log = logging.getLogger("tokenload")
+
+#: Locals flush records to disk at this interval (workers ride Locust's report interval).
+_FLUSH_INTERVAL_S = 1.0
+
+
+class RunContext:
+    """tokenload's per-environment state. Reached through :func:`context_of`, never a global."""
+
+    def __init__(self, environment: Environment) -> None:
+        self.environment = environment
+        self.config: RunConfig = run_config(environment.parsed_options)
+        self.stats = LLMStats()
+        self.pending: list[dict[str, Any]] = []
+        self.model: str | None = self.config.model or None
+        self.start_time: float | None = None
+        self.end_time: float | None = None
+        self.run_dir: Path | None = None
+        self.records: RecordsFile | None = None
+        self.seq = 0
+        self._finished = False
+
+    @property
+    def is_worker(self) -> bool:
+        return isinstance(self.environment.runner, WorkerRunner)
+
+    @property
+    def worker_name(self) -> str:
+        runner = self.environment.runner
+        if isinstance(runner, WorkerRunner):
+            return f"w{runner.worker_index}" if runner.worker_index >= 0 else runner.client_id
+        return "local"
+
+    def next_request_id(self) -> str:
+        self.seq += 1
+        return f"{self.worker_name}-{self.seq}"
+
+    def record_cancelled(self, name: str, state: Any) -> None:
+        """A request the load generator itself abandoned (users stopped mid-stream)."""
+        self.pending.append(
+            {
+                "request_id": self.next_request_id(),
+                "worker": self.worker_name,
+                "name": name,
+                "wall_start": time.time(),
+                "status": "cancelled",
+                "failure_class": None,
+                "output_tokens": state.output_tokens,
+                "content_chunks": len(state.content_times),
+            }
+        )
+        self.stats.cancelled += 1
+
+    def elapsed_s(self) -> float | None:
+        if self.start_time is None:
+            return None
+        return (self.end_time or time.time()) - self.start_time
+
+    def open_run_dir(self) -> None:
+        if self.run_dir is None:
+            self.run_dir = make_run_dir(self.config.run_dir or None)
+            self.records = RecordsFile(self.run_dir)
+            (self.run_dir / "run.json").write_text(
+                json.dumps({"config": self.config.public_dict(), "host": self.environment.host}, indent=2)
+            )
+
+    def flush(self) -> None:
+        if self.records is not None and self.pending:
+            batch, self.pending = self.pending, []
+            self.records.write(batch)
+
+    def rows(self) -> list[dict[str, Any]]:
+        return stats_rows(self.stats, self.elapsed_s())
+
+    def finish(self) -> None:
+        """Master/local end of run: flush, then write the summaries. Idempotent."""
+        if self._finished or self.is_worker:
+            return
+        self._finished = True
+        self.end_time = self.end_time or time.time()
+        self.open_run_dir()
+        self.flush()
+        assert self.run_dir is not None
+        rows = self.rows()
+        summary = {
+            "rows": rows,
+            "stats": self.stats.to_dict(),
+            "formulas": FORMULAS,
+            "records_written": self.records.written if self.records else 0,
+            "start_time": self.start_time,
+            "end_time": self.end_time,
+        }
+        (self.run_dir / "llm_stats.json").write_text(json.dumps(summary, indent=2))
+        if self.records is not None:
+            self.records.close()
+        opts = self.environment.parsed_options
+        if not self.stats.empty:
+            print("\nLLM metrics (" + FORMULAS["tpot_ms"] + ")", flush=True)
+            print(format_text(rows), flush=True)
+            print(f"Run directory: {self.run_dir}", flush=True)
+        csv_prefix = getattr(opts, "csv_prefix", None)
+        if csv_prefix:
+            Path(f"{csv_prefix}_llm_stats.csv").write_text(to_csv(rows))
+        html_file = getattr(opts, "html_file", None)
+        if html_file and Path(html_file).exists():
+            from tokenload.loadgen.webui import inject_html_table
+
+            inject_html_table(Path(html_file), rows)
+
+
+_contexts: weakref.WeakKeyDictionary[Environment, RunContext] = weakref.WeakKeyDictionary()
+
+
+def context_of(environment: Environment) -> RunContext:
+    ctx = _contexts.get(environment)
+    if ctx is None:
+        ctx = _contexts[environment] = RunContext(environment)
+    return ctx
+
+
+def _on_init(environment: Environment, **_kw: Any) -> None:
+    ctx = context_of(environment)
+    if not ctx.is_worker:
+        ctx.open_run_dir()
+        if not isinstance(environment.runner, MasterRunner):
+            gevent.spawn(_flush_loop, ctx)
+    if environment.web_ui is not None:
+        from tokenload.loadgen.webui import extend_web_ui
+
+        extend_web_ui(environment, ctx)
+
+
+def _flush_loop(ctx: RunContext) -> None:
+    while not ctx._finished:
+        gevent.sleep(_FLUSH_INTERVAL_S)
+        try:
+            ctx.flush()
+        except OSError as exc:  # a full disk must not stop the load; the records stay queued
+            log.warning("tokenload: could not write records: %s", exc)
+
+
+def _on_request(context: dict[str, Any] | None = None, **_kw: Any) -> None:
+    item = context.get("tokenload") if context else None
+    if item is None:
+        return
+    # Local runners and workers both see the request where it was made.
+    environment = item[2]
+    ctx = context_of(environment)
+    record, itl = item[0], item[1]
+    ctx.stats.record(record, itl)
+    ctx.pending.append(record)
+
+
+def _on_report_to_master(client_id: str, data: dict[str, Any], **_kw: Any) -> None:
+    env = _worker_env(client_id)
+    if env is None:
+        return
+    ctx = context_of(env)
+    data["tokenload"] = {"stats": ctx.stats.to_dict(), "records": ctx.pending}
+    ctx.stats = LLMStats()
+    ctx.pending = []
+
+
+def _on_worker_report(client_id: str, data: dict[str, Any], **_kw: Any) -> None:
+    payload = data.get("tokenload")
+    env = _master_env()
+    if payload is None or env is None:
+        return
+    ctx = context_of(env)
+    ctx.stats.merge_dict(payload["stats"])
+    ctx.pending.extend(payload["records"])
+    ctx.flush()
+
+
+def _on_test_start(environment: Environment, **_kw: Any) -> None:
+    ctx = context_of(environment)
+    if ctx.start_time is None:
+        ctx.start_time = time.time()
+    ctx.end_time = None
+
+
+def _on_test_stop(environment: Environment, **_kw: Any) -> None:
+    context_of(environment).end_time = time.time()
+
+
+def _on_reset_stats(**_kw: Any) -> None:
+    for ctx in list(_contexts.values()):
+        ctx.stats = LLMStats()
+        ctx.start_time = time.time()
+
+
+def _on_quitting(environment: Environment, **_kw: Any) -> None:
+    context_of(environment).finish()
+
+
+# report_to_master / worker_report do not pass the environment; there is one runner per process.
+def _worker_env(_client_id: str) -> Environment | None:
+    for env in list(_contexts):
+        if isinstance(env.runner, WorkerRunner):
+            return env
+    return None
+
+
+def _master_env() -> Environment | None:
+    for env in list(_contexts):
+        if isinstance(env.runner, MasterRunner):
+            return env
+    return None
+
+
+_installed: set[int] = set()
+
+
+def install(events: Any = None) -> None:
+    """Register tokenload's listeners on Locust's events (idempotent)."""
+    events = events or locust.events
+    if id(events) in _installed:
+        return
+    _installed.add(id(events))
+    events.init_command_line_parser.add_listener(add_arguments)
+    events.init.add_listener(_on_init)
+    events.request.add_listener(_on_request)
+    events.report_to_master.add_listener(_on_report_to_master)
+    events.worker_report.add_listener(_on_worker_report)
+    events.test_start.add_listener(_on_test_start)
+    events.test_stop.add_listener(_on_test_stop)
+    events.reset_stats.add_listener(_on_reset_stats)
+    events.quitting.add_listener(_on_quitting)

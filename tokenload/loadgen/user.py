@@ -1,0 +1,151 @@
+"""Locust users that stream OpenAI-compatible completions and record LLM metrics.
+
+``ChatUser`` posts to ``/v1/chat/completions``, ``CompletionsUser`` to ``/v1/completions``.
+Subclass either and override :meth:`LLMUser.next_request` for another workload; call
+:meth:`LLMUser.send` to make one measured request from your own task.
+"""
+
+from __future__ import annotations
+
+import locust  # noqa: F401  (gevent patches sockets before anything below is imported)
+from locust import User, constant, task
+
+import json
+import logging
+from typing import Any, ClassVar
+
+from gevent import GreenletExit
+
+from tokenload.client.http_stream import StreamTarget, Timeouts
+from tokenload.client.openai_stream import StreamState, build_request_body
+from tokenload.loadgen import plugin
+from tokenload.metrics.definitions import compute_timing
+from tokenload.metrics.failures import RequestFailure
+from tokenload.metrics.records import make_record
+from tokenload.workload.synthetic import synthetic_prompt
+
+__all__ = ["ChatUser", "CompletionsUser", "LLMUser"]
+
+log = logging.getLogger("tokenload")
+
+plugin.install()
+
+
+class LLMUser(User):
+    """One user = one stream at a time, on its own keep-alive connection."""
+
+    abstract = True
+    wait_time = constant(0)
+    #: True for the chat API, False for the completions API.
+    chat: ClassVar[bool] = True
+    path: ClassVar[str] = "/v1/chat/completions"
+
+    def __init__(self, environment: Any) -> None:
+        super().__init__(environment)
+        self.ctx = plugin.context_of(environment)
+        cfg = self.ctx.config
+        if not self.host:
+            raise ValueError("host: expected the target's base URL (--host http://127.0.0.1:8000)")
+        self.target = StreamTarget(
+            self.host,
+            api_key=cfg.api_key,
+            timeouts=Timeouts(ttft_s=cfg.ttft_timeout_s, stall_s=cfg.stall_timeout_s),
+        )
+        self._prompt_seq = 0
+
+    def on_stop(self) -> None:
+        self.target.close()
+
+    def model(self) -> str | None:
+        """The configured model, else the first one the target lists (looked up once)."""
+        if self.ctx.model is None:
+            try:
+                status, body = self.target.get_json_bytes("/v1/models")
+                if status == 200:
+                    self.ctx.model = json.loads(body)["data"][0]["id"]
+                else:
+                    log.warning("tokenload: GET /v1/models answered %s; pass --model", status)
+            except (OSError, ValueError, KeyError, IndexError) as exc:
+                log.warning("tokenload: model discovery failed (%s); pass --model", type(exc).__name__)
+        return self.ctx.model
+
+    def next_request(self, model: str) -> bytes:
+        """The body of the next request; the default is a synthetic prompt of fixed length."""
+        cfg = self.ctx.config
+        self._prompt_seq += 1
+        prompt = synthetic_prompt(cfg.prompt_tokens, seed=hash((id(self), self._prompt_seq)) & 0xFFFFFFFF)
+        return build_request_body(
+            chat=self.chat,
+            model=model,
+            prompt=prompt,
+            max_tokens=cfg.output_tokens,
+            ignore_eos=not cfg.natural_stop,
+            temperature=0.0,
+        )
+
+    @task
+    def generate(self) -> None:
+        model = self.model() or "unknown"
+        self.send(self.next_request(model))
+
+    def send(self, body: bytes, name: str | None = None) -> dict[str, Any]:
+        """Make one streamed request, fire its Locust event, return its record."""
+        name = name or self.path
+        state = StreamState(chat=self.chat)
+        try:
+            out = self.target.stream(self.path, body, state)
+        except GreenletExit:
+            # Locust is stopping this user mid-request (no --stop-timeout): keep what was
+            # measured as a "cancelled" record, outside Locust's request counts.
+            self.ctx.record_cancelled(name, state)
+            raise
+        timing = compute_timing(
+            out.t_start, state.content_times, state.content_tokens, out.t_end, state.output_tokens
+        )
+        ctx = self.ctx
+        record = make_record(
+            request_id=ctx.next_request_id(),
+            worker=ctx.worker_name,
+            name=name,
+            wall_start=out.wall_start,
+            start_monotonic_s=out.t_start,
+            response_id=state.response_id,
+            timing=timing,
+            failure_class=out.failure_class,
+            http_status=out.http_status,
+            input_tokens=state.prompt_tokens,
+            usage_output_tokens=state.usage_completion_tokens,
+            chunk_tokens=state.chunk_tokens,
+            content_chunks=len(state.content_times),
+            finish_reason=state.finish_reason,
+            detail=out.detail,
+        )
+        exception = RequestFailure(out.failure_class, _short(out.detail)) if out.failure_class else None
+        self.environment.events.request.fire(
+            request_type="POST",
+            name=name,
+            response_time=timing.e2e_ms or 0.0,
+            response_length=record["output_tokens"],
+            exception=exception,
+            context={"tokenload": (record, timing.itl_ms, self.environment)},
+            response=None,
+            url=self.path,
+        )
+        return record
+
+
+def _short(detail: str) -> str:
+    # Locust groups failures by message: keep numbers that vary per request out of it.
+    return detail.split(" after ")[0][:120]
+
+
+class ChatUser(LLMUser):
+    abstract = True
+    chat = True
+    path = "/v1/chat/completions"
+
+
+class CompletionsUser(LLMUser):
+    abstract = True
+    chat = False
+    path = "/v1/completions"

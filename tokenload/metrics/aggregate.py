@@ -1,0 +1,119 @@
+"""Run-level LLM statistics: per request name, mergeable histograms and counters.
+
+Workers send :meth:`LLMStats.to_dict` and clear; the master merges with :meth:`merge_dict`.
+Nothing here averages percentiles: they are always computed from merged buckets.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tokenload.metrics.histogram import LogHistogram
+
+__all__ = ["AGGREGATE", "LATENCY_METRICS", "LLMStats", "NameStats"]
+
+#: The latency metrics kept as histograms, in milliseconds (defined in metrics.definitions).
+LATENCY_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
+AGGREGATE = "Aggregated"
+
+
+class NameStats:
+    """Statistics of one request name (or the aggregate)."""
+
+    __slots__ = ("failures", "hist", "input_tokens", "ok", "output_tokens", "token_count_mismatches")
+
+    def __init__(self) -> None:
+        self.hist = {m: LogHistogram() for m in LATENCY_METRICS}
+        self.ok = 0
+        self.failures: dict[str, int] = {}
+        self.input_tokens = 0
+        self.output_tokens = 0
+        #: Requests whose server usage and client chunk count disagreed.
+        self.token_count_mismatches = 0
+
+    @property
+    def requests(self) -> int:
+        return self.ok + sum(self.failures.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "hist": {m: h.to_dict() for m, h in self.hist.items() if h.count},
+            "ok": self.ok,
+            "failures": dict(self.failures),
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "mismatch": self.token_count_mismatches,
+        }
+
+    def merge_dict(self, data: dict[str, Any]) -> None:
+        for m, h in data["hist"].items():
+            self.hist[m].merge(LogHistogram.from_dict(h))
+        self.ok += data["ok"]
+        for cls, n in data["failures"].items():
+            self.failures[cls] = self.failures.get(cls, 0) + n
+        self.input_tokens += data["input_tokens"]
+        self.output_tokens += data["output_tokens"]
+        self.token_count_mismatches += data["mismatch"]
+
+
+class LLMStats:
+    """All names plus the aggregate. ``record`` is called once per finished request."""
+
+    def __init__(self) -> None:
+        self.by_name: dict[str, NameStats] = {}
+        self.total = NameStats()
+        #: Requests abandoned by the load generator (users stopped mid-stream); not failures.
+        self.cancelled = 0
+
+    def _targets(self, name: str) -> tuple[NameStats, NameStats]:
+        ns = self.by_name.get(name)
+        if ns is None:
+            ns = self.by_name[name] = NameStats()
+        return ns, self.total
+
+    def record(self, rec: dict[str, Any], itl_ms: list[tuple[float, int]]) -> None:
+        """Count one request record (see :mod:`tokenload.metrics.records`)."""
+        for ns in self._targets(rec["name"]):
+            fc = rec["failure_class"]
+            if fc is None:
+                ns.ok += 1
+            else:
+                ns.failures[fc] = ns.failures.get(fc, 0) + 1
+            ns.input_tokens += rec["input_tokens"] or 0
+            ns.output_tokens += rec["output_tokens"] or 0
+            if rec["token_count_diff"]:
+                ns.token_count_mismatches += 1
+            # Latencies of failed requests would mix two populations: only successes count.
+            if fc is None:
+                for m in ("ttft_ms", "tpot_ms", "e2e_ms"):
+                    v = rec[m]
+                    if v is not None:
+                        ns.hist[m].add(v)
+                h = ns.hist["itl_ms"]
+                for v, k in itl_ms:
+                    h.add(v, k)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "names": {n: s.to_dict() for n, s in self.by_name.items()},
+            "total": self.total.to_dict(),
+            "cancelled": self.cancelled,
+        }
+
+    def merge_dict(self, data: dict[str, Any]) -> None:
+        for name, d in data["names"].items():
+            ns = self.by_name.get(name)
+            if ns is None:
+                ns = self.by_name[name] = NameStats()
+            ns.merge_dict(d)
+        self.total.merge_dict(data["total"])
+        self.cancelled += data.get("cancelled", 0)
+
+    def clear(self) -> None:
+        self.by_name.clear()
+        self.total = NameStats()
+        self.cancelled = 0
+
+    @property
+    def empty(self) -> bool:
+        return self.total.requests == 0

@@ -1,0 +1,64 @@
+"""The one definition of every per-request latency metric. Reports print ``FORMULAS`` verbatim.
+
+All times are ``time.perf_counter()`` seconds taken by the client; results are milliseconds.
+
+* ``t_start``: just before the request is sent (connection set-up included: the user waits for it).
+* content chunk: an SSE chunk that carries output tokens. Role-only and usage-only chunks do not
+  count. A chunk whose text is "" because its token is an incomplete UTF-8 piece (vLLM sends
+  those) does count; a chunk with "" text *and* a finish_reason is the stream's terminator and
+  does not. When the server reports usage on every chunk (vLLM's ``continuous_usage_stats``) the
+  token count of a chunk is the change in ``completion_tokens``; with logprobs it is the number
+  of tokens listed; otherwise 1.
+* ``t_end``: when the last byte of the stream arrived (``[DONE]`` or the end of the body).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["FORMULAS", "Timing", "compute_timing"]
+
+FORMULAS: dict[str, str] = {
+    "ttft_ms": "TTFT = t_first_content_chunk - t_start",
+    "e2e_ms": "E2E = t_end - t_start",
+    "tpot_ms": "TPOT = (E2E - TTFT) / (output_tokens - 1), for output_tokens >= 2",
+    "itl_ms": "ITL = (t_chunk_i - t_chunk_{i-1}) / k_i, counted k_i times, for content chunk i of k_i tokens",
+    "output_tokens": "server usage.completion_tokens when reported, else the sum of k_i over content chunks",
+    "input_tokens": "server usage.prompt_tokens when reported, else the client's own count (may be unknown)",
+    "queue_time_ms": "server-side: vllm:request_queue_time_seconds (arrival -> first scheduled)",
+}
+
+
+@dataclass(slots=True)
+class Timing:
+    """Derived metrics of one request. ``None`` where a metric is undefined for it."""
+
+    ttft_ms: float | None
+    e2e_ms: float | None
+    tpot_ms: float | None
+    #: ITL as (gap_ms, count) pairs: a chunk carrying k tokens contributes (gap / k, k).
+    itl_ms: list[tuple[float, int]]
+
+
+def compute_timing(
+    t_start: float,
+    content_times: list[float],
+    content_tokens: list[int],
+    t_end: float | None,
+    output_tokens: int,
+) -> Timing:
+    """Apply the formulas above to one request's raw timestamps (seconds)."""
+    ttft_ms = (content_times[0] - t_start) * 1000.0 if content_times else None
+    e2e_ms = (t_end - t_start) * 1000.0 if t_end is not None else None
+    tpot_ms = None
+    if ttft_ms is not None and e2e_ms is not None and output_tokens >= 2:
+        tpot_ms = (e2e_ms - ttft_ms) / (output_tokens - 1)
+    itl: list[tuple[float, int]] = []
+    prev = content_times[0] if content_times else 0.0
+    for i in range(1, len(content_times)):
+        t = content_times[i]
+        k = content_tokens[i]
+        if k > 0:
+            itl.append(((t - prev) * 1000.0 / k, k))
+        prev = t
+    return Timing(ttft_ms, e2e_ms, tpot_ms, itl)

@@ -1,0 +1,1 @@
+"""A fixed-schedule OpenAI-compatible streaming server with ground truth and fault injection."""

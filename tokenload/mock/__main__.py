@@ -1,0 +1,5 @@
+import sys
+
+from tokenload.mock.server import main
+
+sys.exit(main())

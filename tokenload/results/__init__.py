@@ -1,0 +1,1 @@
+"""The run directory: where a run's records and summaries land (``reports/<run-id>/``)."""

@@ -1,0 +1,1 @@
+"""Workloads: what each request asks for (prompts, lengths)."""
