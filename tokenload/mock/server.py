@@ -59,6 +59,7 @@ class MockServer:
         self.requests_seen = 0
         #: Requests that carried an Authorization header (tests check the key is sent, never shown).
         self.auth_seen = 0
+        self.tokens_sent = 0
         self._ids = itertools.count()
 
     def register(self, http: HTTPServer) -> None:
@@ -68,7 +69,12 @@ class MockServer:
         http.route("POST", "/v1/chat/completions")(self.chat)
         http.route("GET", "/mock/stats")(
             lambda req, conn: conn.respond_json(
-                200, {"requests_seen": self.requests_seen, "auth_seen": self.auth_seen}
+                200,
+                {
+                    "requests_seen": self.requests_seen,
+                    "auth_seen": self.auth_seen,
+                    "tokens_sent": self.tokens_sent,
+                },
             )
         )
 
@@ -126,39 +132,27 @@ class MockServer:
         cfg = self.cfg
         k = cfg.tokens_per_chunk
 
+        # Chunks are formatted from prebuilt pieces, not json.dumps per token, so the mock can
+        # stream far faster than the client under test can read (it must never be the limit).
+        head = 'data: {"id":"%s","object":"%s","created":%d,"model":%s,"choices":[{"index":0,' % (
+            rid,
+            "chat.completion.chunk" if chat else "text_completion",
+            created,
+            json.dumps(cfg.model),
+        )
+        if chat:
+            body_fmt = '"delta":{"content":%s},"logprobs":null,"finish_reason":%s}]'
+        else:
+            body_fmt = '"text":%s,"logprobs":null,"finish_reason":%s,"stop_reason":null}]'
+        usage_fmt = ',"usage":{"prompt_tokens":%d,"completion_tokens":%%d,"total_tokens":%%d}' % prompt_tokens
+
         def chunk(text: str | None, finish: str | None, sent: int, role: bool = False) -> bytes:
-            if chat:
-                delta: dict[str, Any] = {"role": "assistant", "content": ""} if role else {"content": text}
-                choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-                obj: dict[str, Any] = {
-                    "id": rid,
-                    "object": "chat.completion.chunk",
-                    "created": created,
-                    "model": cfg.model,
-                    "choices": [choice],
-                }
+            if role:
+                body = '"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]'
             else:
-                choice = {
-                    "index": 0,
-                    "text": text,
-                    "logprobs": None,
-                    "finish_reason": finish,
-                    "stop_reason": None,
-                }
-                obj = {
-                    "id": rid,
-                    "object": "text_completion",
-                    "created": created,
-                    "model": cfg.model,
-                    "choices": [choice],
-                }
-            if continuous:
-                obj["usage"] = {
-                    "prompt_tokens": prompt_tokens,
-                    "completion_tokens": sent,
-                    "total_tokens": prompt_tokens + sent,
-                }
-            return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+                body = body_fmt % (json.dumps(text), '"%s"' % finish if finish else "null")
+            usage = usage_fmt % (sent, prompt_tokens + sent) if continuous else ""
+            return (head + body + usage + "}\n\n").encode()
 
         conn.start_stream()
         if chat:
@@ -177,8 +171,8 @@ class MockServer:
         while sent < n_tokens:
             due = t0 + (cfg.ttft_ms + i * cfg.itl_ms) / 1000.0
             delay = due - time.perf_counter()
-            if delay > 0:
-                gevent.sleep(delay)
+            # Yield even when late, so concurrent streams interleave chunk by chunk as on a real server.
+            gevent.sleep(delay if delay > 0 else 0)
             if (
                 sent >= half
                 and fault in ("disconnect", "garbage", "bad_utf8", "error_event", "stall")
@@ -193,6 +187,7 @@ class MockServer:
             sent += step
             text = "".join(_word(sent - step + j) for j in range(step))
             writes.append(conn.chunk(chunk(text, "length" if sent == n_tokens else None, sent)))
+            self.tokens_sent += step
             i += 1
         if n_tokens == 0:
             conn.chunk(chunk("", "stop", 0))

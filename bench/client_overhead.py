@@ -1,0 +1,172 @@
+"""What one tokenload worker process costs and how true its clock is.
+
+Prints one JSON object:
+
+* ``throughput``: streamed tokens/s one Locust process (the client, pinned to one core) sustains
+  against an as-fast-as-possible local stream (the mock, pinned to the other core), and the
+  client's CPU seconds per 1,000 tokens, counted at the server over a steady window;
+* ``accuracy``: at 1, 64 and 256 concurrent streams against a mock with TTFT 50 ms and a token
+  every 10 ms, the client's error against the server's own write times (joined per request on
+  the response id; CLOCK_MONOTONIC is shared by processes on one host): TTFT error, per-request
+  ITL median error and end-of-stream error, at p50 and p99, plus the client's CPU share.
+
+Run: ``.venv/bin/python bench/client_overhead.py [--quick]``. Times are medians and ratios of
+one machine; the machines are shared, so compare runs side by side, not across days.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tokenload.serving.process import ServerProcess  # noqa: E402
+
+BIN = Path(sys.executable).parent
+CPUS = sorted(os.sched_getaffinity(0))
+SERVER_CPU, CLIENT_CPU = (CPUS[0], CPUS[-1]) if len(CPUS) > 1 else (CPUS[0], CPUS[0])
+
+
+def _pinned(cpu: int):
+    return lambda: os.sched_setaffinity(0, {cpu})
+
+
+def _mock_stats(url: str) -> dict:
+    with urllib.request.urlopen(url + "/mock/stats", timeout=5) as r:
+        return json.load(r)
+
+
+def _pct(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
+
+
+def _locust(host: str, run_dir: Path, users: int, run_time: str, output_tokens: int) -> subprocess.Popen:
+    cmd = [
+        str(BIN / "locust"), "-f", str(ROOT / "locustfiles/completions.py"), "--host", host, "--headless",
+        "--only-summary", "-u", str(users), "-r", str(max(users, 1)), "-t", run_time, "--stop-timeout", "30",
+        "--run-dir", str(run_dir), "--output-tokens", str(output_tokens), "--prompt-tokens", "32",
+        "--loglevel", "WARNING",
+    ]  # fmt: skip
+    return subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=_pinned(CLIENT_CPU)
+    )
+
+
+def _mock(args: list[str], trace: Path) -> ServerProcess:
+    # The mock process pins itself through taskset-like affinity on its own PID after start.
+    srv = ServerProcess(["-m", "tokenload.mock", "--port", "0", "--trace", str(trace), *args])
+    srv.start()
+    assert srv.proc is not None
+    os.sched_setaffinity(srv.proc.pid, {SERVER_CPU})
+    return srv
+
+
+def throughput(users: int, seconds: float, tmp: Path) -> dict:
+    srv = _mock(["--ttft-ms", "0", "--itl-ms", "0", "--tokens", "512"], tmp / "tp_trace.jsonl")
+    try:
+        proc = _locust(srv.url, tmp / "tp_run", users, f"{int(seconds + 6)}s", 512)
+        ps = psutil.Process(proc.pid)
+        server_ps = psutil.Process(srv.proc.pid)
+        time.sleep(3.0)  # imports, spawning, first streams: outside the window
+        c0, s0, n0, t0 = (
+            ps.cpu_times(),
+            server_ps.cpu_times(),
+            _mock_stats(srv.url)["tokens_sent"],
+            time.perf_counter(),
+        )
+        time.sleep(seconds)
+        c1, s1, n1, t1 = (
+            ps.cpu_times(),
+            server_ps.cpu_times(),
+            _mock_stats(srv.url)["tokens_sent"],
+            time.perf_counter(),
+        )
+        proc.wait(timeout=120)
+    finally:
+        srv.stop()
+    tokens = n1 - n0
+    cpu = (c1.user + c1.system) - (c0.user + c0.system)
+    server_cpu = (s1.user + s1.system) - (s0.user + s0.system)
+    return {
+        "concurrent_streams": users,
+        "window_s": round(t1 - t0, 2),
+        "tokens_per_s": round(tokens / (t1 - t0)),
+        "client_cpu_share": round(cpu / (t1 - t0), 3),
+        "client_cpu_ms_per_1000_tokens": round(cpu / tokens * 1e6, 2) if tokens else None,
+        "server_cpu_share": round(server_cpu / (t1 - t0), 3),
+    }
+
+
+def accuracy(users: int, seconds: float, tmp: Path) -> dict:
+    trace = tmp / f"acc{users}_trace.jsonl"
+    run_dir = tmp / f"acc{users}_run"
+    srv = _mock(["--ttft-ms", "50", "--itl-ms", "10", "--tokens", "128"], trace)
+    try:
+        proc = _locust(srv.url, run_dir, users, f"{int(seconds)}s", 128)
+        ps = psutil.Process(proc.pid)
+        cpu_share = []
+        while proc.poll() is None:
+            cpu_share.append(ps.cpu_percent(interval=0.5) / 100.0)
+    except psutil.NoSuchProcess:
+        pass
+    finally:
+        proc.wait(timeout=120)
+        srv.stop()
+    traces = {f"cmpl-mock{t['n']}": t for t in map(json.loads, trace.read_text().splitlines())}
+    records = [json.loads(line) for line in (run_dir / "requests.jsonl").read_text().splitlines()]
+    ok = [r for r in records if r["status"] == "ok" and r["response_id"] in traces]
+    ttft_err, itl_err, end_err = [], [], []
+    for r in ok:
+        t = traces[r["response_id"]]
+        ttft_err.append((r["start_monotonic_s"] + r["ttft_ms"] / 1000 - t["writes"][0]) * 1000)
+        gaps = [(b - a) * 1000 for a, b in zip(t["writes"], t["writes"][1:], strict=False)]
+        itl_err.append(r["itl_p50_ms"] - statistics.median(gaps))
+        end_err.append((r["start_monotonic_s"] + r["e2e_ms"] / 1000 - t["end"]) * 1000)
+    return {
+        "concurrent_streams": users,
+        "requests": len(ok),
+        "failed": sum(r["status"] == "failed" for r in records),
+        "ttft_error_ms": {"p50": _round(_pct(ttft_err, 0.5)), "p99": _round(_pct(ttft_err, 0.99))},
+        "itl_p50_error_ms": {"p50": _round(_pct(itl_err, 0.5)), "p99": _round(_pct(itl_err, 0.99))},
+        "end_error_ms": {"p50": _round(_pct(end_err, 0.5)), "p99": _round(_pct(end_err, 0.99))},
+        "client_cpu_share_max": _round(max(cpu_share[1:] or [0.0])),
+    }
+
+
+def _round(v: float | None) -> float | None:
+    return None if v is None else round(v, 3)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--quick", action="store_true", help="shorter windows (a smoke run)")
+    args = p.parse_args()
+    window = 4.0 if args.quick else 10.0
+    acc_time = 6.0 if args.quick else 12.0
+    with tempfile.TemporaryDirectory(prefix="tokenload-bench-") as d:
+        tmp = Path(d)
+        result = {
+            "machine": {"cpus": len(CPUS), "client_cpu": CLIENT_CPU, "server_cpu": SERVER_CPU},
+            "throughput": [throughput(u, window, tmp) for u in (64, 256)],
+            "accuracy": [accuracy(u, acc_time, tmp) for u in (1, 64, 256)],
+        }
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
