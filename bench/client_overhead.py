@@ -18,62 +18,27 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import psutil
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from tokenload.serving.process import ServerProcess  # noqa: E402
-
-BIN = Path(sys.executable).parent
-CPUS = sorted(os.sched_getaffinity(0))
-SERVER_CPU, CLIENT_CPU = (CPUS[0], CPUS[-1]) if len(CPUS) > 1 else (CPUS[0], CPUS[0])
+from _harness import CLIENT_CPU, CPUS, SERVER_CPU, get_json, pct, rounded, start_locust, start_target
 
 
-def _pinned(cpu: int):
-    return lambda: os.sched_setaffinity(0, {cpu})
+def _mock(args: list[str], trace: Path):
+    return start_target(["-m", "tokenload.mock", "--port", "0", "--trace", str(trace), *args])
 
 
-def _mock_stats(url: str) -> dict:
-    with urllib.request.urlopen(url + "/mock/stats", timeout=5) as r:
-        return json.load(r)
-
-
-def _pct(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    s = sorted(values)
-    return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
-
-
-def _locust(host: str, run_dir: Path, users: int, run_time: str, output_tokens: int) -> subprocess.Popen:
-    cmd = [
-        str(BIN / "locust"), "-f", str(ROOT / "locustfiles/completions.py"), "--host", host, "--headless",
-        "--only-summary", "-u", str(users), "-r", str(max(users, 1)), "-t", run_time, "--stop-timeout", "30",
-        "--run-dir", str(run_dir), "--output-tokens", str(output_tokens), "--prompt-tokens", "32",
-        "--loglevel", "WARNING",
-    ]  # fmt: skip
-    return subprocess.Popen(
-        cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=_pinned(CLIENT_CPU)
+def _locust(host: str, run_dir: Path, users: int, run_time: str, output_tokens: int):
+    return start_locust(
+        host, run_dir, users, run_time, "--output-tokens", str(output_tokens), "--prompt-tokens", "32"
     )
 
 
-def _mock(args: list[str], trace: Path) -> ServerProcess:
-    # The mock process pins itself through taskset-like affinity on its own PID after start.
-    srv = ServerProcess(["-m", "tokenload.mock", "--port", "0", "--trace", str(trace), *args])
-    srv.start()
-    assert srv.proc is not None
-    os.sched_setaffinity(srv.proc.pid, {SERVER_CPU})
-    return srv
+def _mock_stats(url: str) -> dict:
+    return get_json(url + "/mock/stats")
 
 
 def throughput(users: int, seconds: float, tmp: Path) -> dict:
@@ -141,15 +106,11 @@ def accuracy(users: int, seconds: float, tmp: Path) -> dict:
         "concurrent_streams": users,
         "requests": len(ok),
         "failed": sum(r["status"] == "failed" for r in records),
-        "ttft_error_ms": {"p50": _round(_pct(ttft_err, 0.5)), "p99": _round(_pct(ttft_err, 0.99))},
-        "itl_p50_error_ms": {"p50": _round(_pct(itl_err, 0.5)), "p99": _round(_pct(itl_err, 0.99))},
-        "end_error_ms": {"p50": _round(_pct(end_err, 0.5)), "p99": _round(_pct(end_err, 0.99))},
-        "client_cpu_share_max": _round(max(cpu_share[1:] or [0.0])),
+        "ttft_error_ms": {"p50": rounded(pct(ttft_err, 0.5)), "p99": rounded(pct(ttft_err, 0.99))},
+        "itl_p50_error_ms": {"p50": rounded(pct(itl_err, 0.5)), "p99": rounded(pct(itl_err, 0.99))},
+        "end_error_ms": {"p50": rounded(pct(end_err, 0.5)), "p99": rounded(pct(end_err, 0.99))},
+        "client_cpu_share_max": rounded(max(cpu_share[1:] or [0.0])),
     }
-
-
-def _round(v: float | None) -> float | None:
-    return None if v is None else round(v, 3)
 
 
 def main() -> None:

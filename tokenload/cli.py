@@ -7,6 +7,7 @@ import sys
 __all__ = ["main"]
 
 _COMMANDS = {
+    "sim": ("tokenload.sim.main", "the built-in vLLM emulator (the default target; no GPU needed)"),
     "mock": ("tokenload.mock.server", "a fixed-schedule streaming server with ground truth and faults"),
     "demo": ("tokenload.demo", "start a local target and run a short headless Locust test against it"),
 }

@@ -30,20 +30,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     run_dir = make_run_dir(None)
     locust_bin = shutil.which("locust", path=str(Path(sys.executable).parent)) or "locust"
-    target = [
-        "-m",
-        "tokenload.mock",
-        "--port",
-        "0",
-        "--ttft-ms",
-        "60",
-        "--itl-ms",
-        "12",
-        "--trace",
-        str(run_dir / "server_trace.jsonl"),
-    ]
+    target = ["-m", "tokenload.sim", "--port", "0", "--trace", str(run_dir / "server_trace.jsonl")]
     with ServerProcess(target, log_path=run_dir / "target.log") as srv:
-        print(f"target: tokenload mock at {srv.url} (TTFT 60 ms, a token every 12 ms)", flush=True)
+        print(f"target: tokenload sim (vLLM emulator, A40 / Qwen2.5-7B profile) at {srv.url}", flush=True)
         cmd = [
             locust_bin, "-f", str(locustfile), "--host", srv.url, "--headless", "--only-summary",
             "-u", str(args.users), "-r", str(args.users), "-t", args.run_time, "--stop-timeout", "10",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import socket
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -102,6 +103,8 @@ class StreamTarget:
         else:
             self._pool = _NoDelayPool(parts.hostname, port, parts.hostname, port, **kw)
         self.timeouts = timeouts
+        #: Sockets that already carried a response (kept alive) and went back to the pool.
+        self._used: weakref.WeakSet[socket.socket] = weakref.WeakSet()
         auth = f"Authorization: Bearer {api_key}\r\n" if api_key else ""
         self._head_tail = (
             f"Host: {host_header}\r\nUser-Agent: tokenload\r\nAccept: text/event-stream\r\n"
@@ -115,20 +118,20 @@ class StreamTarget:
         head = f"{method} {self.base_path}{path} HTTP/1.1\r\n".encode()
         return b"%s%sContent-Length: %d\r\n\r\n%s" % (head, self._head_tail, len(body), body)
 
-    def get_json_bytes(self, path: str) -> tuple[int, bytes]:
-        """A plain GET (for /v1/models and the like): status and body."""
+    def get(self, path: str, timeout_s: float | None = None) -> tuple[int, bytes]:
+        """A plain GET (/v1/models, /metrics): status and body, bounded by ``timeout_s`` per read."""
         sock = self._pool.get_socket()
         resp = _Response()
         ok = False
         try:
-            sock.settimeout(self.timeouts.connect_s)
+            sock.settimeout(timeout_s or self.timeouts.connect_s)
             sock.sendall(self._request_bytes("GET", path, b""))
             while not resp.message_complete:
                 data = sock.recv(_RECV_BYTES)
                 if not data:
-                    break
+                    raise ConnectionError("connection closed before the response was complete")
                 resp.feed(data)
-            ok = resp.message_complete and resp.should_keep_alive()
+            ok = resp.should_keep_alive()
             return resp.status_code, b"".join(resp.body_parts)
         finally:
             if ok:
@@ -147,20 +150,31 @@ class StreamTarget:
         a failed request: the failure class and every timing gathered so far are in the result."""
         out = StreamOutcome(t_start=clock(), wall_start=time.time(), state=state)
         request = self._request_bytes("POST", path, body)
-        try:
-            sock = self._pool.get_socket()
-        except (OSError, RuntimeError) as exc:
-            out.t_end = clock()
-            out.failure_class, out.detail = "connect_error", _exc_text(exc)
-            return out
-        reusable = False
-        try:
-            reusable = self._exchange(sock, request, out, clock)
-        finally:
-            if reusable:
-                self._pool.return_socket(sock)
-            else:
-                self._pool.release_socket(sock)
+        for attempt in (1, 2):
+            try:
+                sock = self._pool.get_socket()
+            except (OSError, RuntimeError) as exc:
+                out.t_end = clock()
+                out.failure_class, out.detail = "connect_error", _exc_text(exc)
+                return out
+            reused = sock in self._used
+            reusable = False
+            try:
+                reusable = self._exchange(sock, request, out, clock)
+            finally:
+                if reusable:
+                    self._used.add(sock)
+                    self._pool.return_socket(sock)
+                else:
+                    self._used.discard(sock)
+                    self._pool.release_socket(sock)
+            # A kept-alive connection the server closed while idle fails before a single
+            # response byte: the server never saw the request, so it is sent again once on a
+            # fresh connection (as HTTP clients do), not counted as a failure.
+            if attempt == 1 and reused and out.failure_class == "connect_error" and not out.response_bytes:
+                out.failure_class, out.detail, out.t_end = None, "", None
+                continue
+            break
         return out
 
     def _exchange(self, sock: socket.socket, request: bytes, out: StreamOutcome, clock) -> bool:

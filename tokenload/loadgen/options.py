@@ -65,6 +65,15 @@ def add_arguments(parser: Any) -> None:
         "--stall-timeout", type=_positive_float, default=30.0, help="Seconds without bytes mid-stream"
     )
     g.add_argument("--run-dir", default="", help="Run directory; default reports/<run-id>")
+    g.add_argument(
+        "--metrics-url",
+        action="append",
+        default=None,
+        help="Server /metrics to scrape during the run, one per replica (repeatable or comma-separated); "
+        "default: the host's /metrics",
+    )
+    g.add_argument("--metrics-interval", type=_positive_float, default=1.0, help="Seconds between scrapes")
+    g.add_argument("--no-server-metrics", action="store_true", default=False, help="Do not scrape the server")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +86,9 @@ class RunConfig:
     ttft_timeout_s: float
     stall_timeout_s: float
     run_dir: str
+    metrics_urls: tuple[str, ...]
+    metrics_interval_s: float
+    server_metrics: bool
 
     @property
     def api_key(self) -> str | None:
@@ -104,4 +116,9 @@ def run_config(options: Any) -> RunConfig:
         ttft_timeout_s=float(opt("ttft_timeout", 120.0)),
         stall_timeout_s=float(opt("stall_timeout", 30.0)),
         run_dir=opt("run_dir", ""),
+        metrics_urls=tuple(
+            u.strip() for arg in (opt("metrics_url", None) or []) for u in arg.split(",") if u.strip()
+        ),
+        metrics_interval_s=float(opt("metrics_interval", 1.0)),
+        server_metrics=not bool(opt("no_server_metrics", False)),
     )

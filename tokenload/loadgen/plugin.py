@@ -30,6 +30,8 @@ from tokenload.metrics.definitions import FORMULAS
 from tokenload.metrics.table import format_text, stats_rows, to_csv
 from tokenload.results.records_file import RecordsFile
 from tokenload.results.rundir import make_run_dir
+from tokenload.servermetrics.scraper import Scraper
+from tokenload.servermetrics.summary import summarize_window
 
 __all__ = ["RunContext", "context_of", "install"]
 
@@ -54,6 +56,7 @@ class RunContext:
         self.records: RecordsFile | None = None
         self.seq = 0
         self._finished = False
+        self.scraper: Scraper | None = None
 
     @property
     def is_worker(self) -> bool:
@@ -99,6 +102,37 @@ class RunContext:
                 json.dumps({"config": self.config.public_dict(), "host": self.environment.host}, indent=2)
             )
 
+    def start_scraper(self) -> None:
+        cfg = self.config
+        if self.scraper is not None or not cfg.server_metrics or self.is_worker:
+            return
+        urls = list(cfg.metrics_urls)
+        if not urls and self.environment.host:
+            urls = [self.environment.host.rstrip("/") + "/metrics"]
+        if not urls:
+            return
+        self.open_run_dir()
+        assert self.run_dir is not None
+        self.scraper = Scraper(
+            urls, interval_s=cfg.metrics_interval_s, out_file=self.run_dir / "server_metrics.jsonl"
+        )
+        self.scraper.start()
+
+    def stop_scraper(self) -> None:
+        if self.scraper is not None and self.scraper._greenlet is not None:
+            self.scraper.scrape_once()  # the state at the end of the load, inside the window
+            self.scraper.stop()
+
+    def server_summary(self) -> dict[str, Any] | None:
+        if self.scraper is None or self.start_time is None:
+            return None
+        end = self.end_time or time.time()
+        summary = summarize_window(
+            self.scraper.points, self.start_time - self.config.metrics_interval_s, end + 1.0
+        )
+        summary["scrape_failures"] = self.scraper.failures
+        return summary
+
     def flush(self) -> None:
         if self.records is not None and self.pending:
             batch, self.pending = self.pending, []
@@ -115,9 +149,11 @@ class RunContext:
         self.end_time = self.end_time or time.time()
         self.open_run_dir()
         self.flush()
+        self.stop_scraper()
         assert self.run_dir is not None
         rows = self.rows()
         summary = {
+            "server": self.server_summary(),
             "rows": rows,
             "stats": self.stats.to_dict(),
             "formulas": FORMULAS,
@@ -212,10 +248,14 @@ def _on_test_start(environment: Environment, **_kw: Any) -> None:
     if ctx.start_time is None:
         ctx.start_time = time.time()
     ctx.end_time = None
+    ctx.start_scraper()
 
 
 def _on_test_stop(environment: Environment, **_kw: Any) -> None:
-    context_of(environment).end_time = time.time()
+    ctx = context_of(environment)
+    ctx.end_time = time.time()
+    if ctx.scraper is not None:
+        ctx.scraper.scrape_once()  # the state at the end of the load, inside the window
 
 
 def _on_reset_stats(**_kw: Any) -> None:

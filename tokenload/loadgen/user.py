@@ -60,7 +60,7 @@ class LLMUser(User):
         """The configured model, else the first one the target lists (looked up once)."""
         if self.ctx.model is None:
             try:
-                status, body = self.target.get_json_bytes("/v1/models")
+                status, body = self.target.get("/v1/models")
                 if status == 200:
                     self.ctx.model = json.loads(body)["data"][0]["id"]
                 else:

@@ -89,6 +89,25 @@ class Connection:
         self._streaming = False
         return t
 
+    @staticmethod
+    def frame(data: bytes) -> bytes:
+        """``data`` as one chunk of chunked transfer encoding."""
+        return b"%x\r\n%s\r\n" % (len(data), data)
+
+    def try_send(self, framed: bytes) -> int:
+        """Write what the socket takes *now* (non-blocking mode, see ``set_blocking``); returns the
+        bytes written. For writers that must never wait, like the emulator's engine loop."""
+        try:
+            return self.sock.send(framed)
+        except BlockingIOError:
+            return 0
+        except OSError as exc:
+            self._keep_alive = False
+            raise ClientGone(str(exc)) from None
+
+    def set_blocking(self, blocking: bool) -> None:
+        self.sock.settimeout(None if blocking else 0.0)
+
     def raw(self, data: bytes) -> None:
         """Write bytes outside any framing (fault injection)."""
         self._send(data)

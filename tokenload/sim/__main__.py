@@ -1,0 +1,5 @@
+import sys
+
+from tokenload.sim.main import main
+
+sys.exit(main())

@@ -1,0 +1,189 @@
+"""``tokenload sim``: the built-in vLLM emulator, served over HTTP on loopback by default."""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+from typing import Any
+
+from pydantic import ValidationError
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tokenload sim",
+        description="A vLLM-compatible engine emulator: continuous batching, chunked prefill, a paged KV "
+        "cache with preemption, latencies from a roofline model of the GPU. No GPU needed.",
+    )
+    p.add_argument(
+        "--list-profiles", action="store_true", help="list the built-in hardware profiles and exit"
+    )
+    p.add_argument(
+        "--profile", default=None, help="built-in profile name or a YAML file (default a40-qwen2.5-7b)"
+    )
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default loopback only)")
+    p.add_argument("--port", type=int, default=8000, help="port; 0 picks a free one")
+    p.add_argument("--served-model-name", default=None)
+    g = p.add_argument_group("engine (vLLM's flags)")
+    g.add_argument(
+        "--preset",
+        choices=["v1", "v0"],
+        default="v1",
+        help="v1: chunked prefill (default); v0: prefill-first",
+    )
+    g.add_argument("--max-num-seqs", type=int, default=None)
+    g.add_argument("--max-num-batched-tokens", type=int, default=None)
+    g.add_argument(
+        "--num-gpu-blocks", type=int, default=None, help="KV cache size in blocks (overrides the profile)"
+    )
+    g.add_argument("--max-model-len", type=int, default=None)
+    g.add_argument("--block-size", type=int, default=None)
+    g.add_argument("--gpu-memory-utilization", type=float, default=None)
+    g.add_argument("--enable-prefix-caching", action="store_true", default=None)
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument(
+        "--output-len",
+        default=None,
+        help="natural output length without ignore_eos: fixed:N, uniform:A-B or lognormal:MEAN[:SIGMA]",
+    )
+    g.add_argument(
+        "--metrics-names", choices=["v1", "v0"], default="v1", help="metric name generation on /metrics"
+    )
+    g.add_argument("--trace", default=None, help="write one JSON line per request with the server-side times")
+    f = p.add_argument_group("fault injection (per-request rates, seeded by --seed)")
+    f.add_argument("--http-500-rate", type=float, default=0.0)
+    f.add_argument("--http-429-rate", type=float, default=0.0)
+    f.add_argument("--retry-after-s", type=int, default=1)
+    f.add_argument("--disconnect-rate", type=float, default=0.0)
+    f.add_argument("--malformed-rate", type=float, default=0.0)
+    f.add_argument("--error-event-rate", type=float, default=0.0)
+    f.add_argument("--stall-rate", type=float, default=0.0)
+    f.add_argument("--stall-s", type=float, default=5.0)
+    f.add_argument("--fault-after-tokens", type=int, default=8)
+    f.add_argument(
+        "--startup-delay-s", type=float, default=0.0, help="/health answers 503 this long (a slow model load)"
+    )
+    return p
+
+
+def _output_len(spec: str) -> dict[str, Any]:
+    kind, _, rest = spec.partition(":")
+    try:
+        if kind == "fixed":
+            return {"distribution": "fixed", "mean_tokens": float(rest)}
+        if kind == "uniform":
+            lo, _, hi = rest.partition("-")
+            return {"distribution": "uniform", "low_tokens": int(lo), "high_tokens": int(hi)}
+        if kind == "lognormal":
+            mean, _, sigma = rest.partition(":")
+            out: dict[str, Any] = {"distribution": "lognormal", "mean_tokens": float(mean)}
+            if sigma:
+                out["sigma"] = float(sigma)
+            return out
+    except ValueError:
+        pass
+    raise ValueError(f"--output-len: expected fixed:N, uniform:A-B or lognormal:MEAN[:SIGMA], got {spec!r}")
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    field = ".".join(str(x) for x in err["loc"]) or "config"
+    return f"--{field.replace('_', '-')}: {err['msg']} (got {err.get('input')!r})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from tokenload.sim.profile import ProfileError, list_profiles, load_profile
+
+    if args.list_profiles:
+        for name in list_profiles():
+            print(name)
+        return 0
+    from tokenload.sim.engine import EngineConfig, SimEngine
+    from tokenload.sim.faults import FaultConfig, FaultPlan
+    from tokenload.sim.metrics import SimMetrics
+
+    try:
+        profile = load_profile(args.profile) if args.profile else load_profile("a40-qwen2.5-7b")
+        cfg: dict[str, Any] = {"preset": args.preset, "seed": args.seed}
+        for name in (
+            "max_num_seqs",
+            "max_num_batched_tokens",
+            "num_gpu_blocks",
+            "max_model_len",
+            "block_size",
+            "gpu_memory_utilization",
+            "enable_prefix_caching",
+        ):
+            value = getattr(args, name)
+            if value is not None:
+                cfg[name] = value
+        if args.output_len:
+            cfg["output_len"] = _output_len(args.output_len)
+        config = EngineConfig(**cfg)
+        faults = FaultConfig(
+            http_500_rate=args.http_500_rate,
+            http_429_rate=args.http_429_rate,
+            retry_after_s=args.retry_after_s,
+            disconnect_rate=args.disconnect_rate,
+            malformed_rate=args.malformed_rate,
+            error_event_rate=args.error_event_rate,
+            stall_rate=args.stall_rate,
+            stall_s=args.stall_s,
+            fault_after_tokens=args.fault_after_tokens,
+            startup_delay_s=args.startup_delay_s,
+            seed=args.seed,
+        )
+        faults.validate()
+        name = args.served_model_name or profile.model.name
+        metrics = SimMetrics(
+            name,
+            config.max_model_len or profile.model.max_model_len,
+            names=args.metrics_names,
+            max_num_seqs=config.max_num_seqs,
+        )
+        engine = SimEngine(profile, config, served_model_name=name, metrics=metrics)
+    except ProfileError as exc:
+        parser.exit(2, f"tokenload sim: {exc}\n")
+    except ValidationError as exc:
+        parser.exit(2, f"tokenload sim: {_first_error(exc)}\n")
+    except ValueError as exc:
+        parser.exit(2, f"tokenload sim: {exc}\n")
+
+    from tokenload.serving.http import HTTPServer
+    from tokenload.sim.api import SimAPI
+
+    trace = open(args.trace, "a", buffering=1, encoding="utf-8") if args.trace else None  # noqa: SIM115
+    http = HTTPServer(args.host, args.port)
+    try:
+        http.start()
+    except OSError as exc:
+        parser.exit(2, f"tokenload sim: --port: cannot listen on {args.host}:{args.port}: {exc.strerror}\n")
+    api = SimAPI(engine, metrics, FaultPlan(faults), trace, startup_delay_s=args.startup_delay_s)
+    api.register(http)
+    host, port = http.address
+    print(
+        f"tokenload sim: {profile.name} ({profile.gpu.name}, {profile.model.name}), preset {args.preset}, "
+        f"{engine.num_gpu_blocks} KV blocks of {engine.config.block_size}, max_num_seqs "
+        f"{engine.config.max_num_seqs}, max_model_len {engine.max_model_len}",
+        flush=True,
+    )
+    # Thousands of live requests make the cyclic GC's full collections take tens of ms, which
+    # would land on token send times; collect young objects only, less often.
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(20_000, 50, 1_000)
+    print(f"tokenload sim listening on http://{host}:{port}", flush=True)
+    try:
+        http.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
