@@ -103,7 +103,8 @@ def test_tick_series_counts_a_target_once_per_tick() -> None:
     from tokenload.servermetrics.summary import tick_series
 
     def pt(t: float, target: str, v: float) -> SimpleNamespace:
-        return SimpleNamespace(t=t, target=target, ok=True, scalars={"preemptions": v, "kv_cache_usage_ratio": v / 10})
+        scalars = {"preemptions": v, "kv_cache_usage_ratio": v / 10}
+        return SimpleNamespace(t=t, target=target, ok=True, scalars=scalars)
 
     pts = [pt(10.0, "a", 1), pt(10.01, "b", 2), pt(10.03, "a", 3), pt(11.0, "a", 4), pt(11.0, "b", 4)]
     assert tick_series(pts, "preemptions") == [(10.0, 5.0), (11.0, 8.0)]
