@@ -8,6 +8,10 @@ __all__ = ["main"]
 
 _COMMANDS = {
     "sim": ("tokenload.sim.main", "the built-in vLLM emulator (the default target; no GPU needed)"),
+    "sweep": (
+        "tokenload.sweep",
+        "run a load shape headless on Locust and write reports/<run-id>/summary.json",
+    ),
     "mock": ("tokenload.mock.server", "a fixed-schedule streaming server with ground truth and faults"),
     "demo": ("tokenload.demo", "start a local target and run a short headless Locust test against it"),
 }

@@ -109,3 +109,43 @@ def test_tick_series_counts_a_target_once_per_tick() -> None:
     pts = [pt(10.0, "a", 1), pt(10.01, "b", 2), pt(10.03, "a", 3), pt(11.0, "a", 4), pt(11.0, "b", 4)]
     assert tick_series(pts, "preemptions") == [(10.0, 5.0), (11.0, 8.0)]
     assert tick_series(pts, "kv_cache_usage_ratio") == [(10.0, 0.25), (11.0, 0.4)]
+
+
+def _sim_page(names: str) -> str:
+    from tokenload.sim.engine import EngineConfig, SimEngine
+    from tokenload.sim.metrics import SimMetrics
+
+    metrics = SimMetrics("m", 4096, names=names)
+    engine = SimEngine("h100-llama3.1-8b", EngineConfig(max_model_len=4096), metrics=metrics)
+    t = 0.0
+    for i in range(20):
+        engine.add_request(f"r{i}", list(range(50 + i)), max_tokens=30, ignore_eos=True, arrival_time_s=t)
+    while engine.has_work:
+        plan = engine.schedule(t)
+        t += plan.duration_s
+        engine.complete(plan, t)
+    return metrics.render().decode()
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        "vllm-0.32-cpu-metrics.txt",
+        "sglang-docs-example-metrics.txt",
+        "vllm-0.6-v0-excerpt-metrics.txt",
+        "sim-v1",
+        "sim-v0",
+        'vllm:request_success_total{model_name="a \\"q\\" \\\\ b",finished_reason="stop"} 3\n'
+        'vllm:request_success_total{finished_reason="length"} 4 1700000000000\n',
+    ],
+)
+def test_fast_parser_equals_prometheus_client(page: str) -> None:
+    if page.endswith(".txt"):
+        text = (GOLDENS / page).read_text()
+    elif page.startswith("sim-"):
+        text = _sim_page(page[4:])
+    else:
+        text = "# TYPE vllm:request_success_total counter\n" + page
+    fast, ref = parse_page(text), parse_page(text, reference=True)
+    assert fast.scalars == ref.scalars and fast.histograms == ref.histograms
+    assert fast.families_seen == ref.families_seen and fast.families_seen

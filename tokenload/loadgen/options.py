@@ -74,6 +74,17 @@ def add_arguments(parser: Any) -> None:
     )
     g.add_argument("--metrics-interval", type=_positive_float, default=1.0, help="Seconds between scrapes")
     g.add_argument("--no-server-metrics", action="store_true", default=False, help="Do not scrape the server")
+    s = parser.add_argument_group("tokenload steps", "for the step shapes (locustfiles/staircase.py)")
+    s.add_argument(
+        "--concurrency", default="1,2,4,8", help="Concurrency steps: 1,2,4,8 or start:stop:xfactor"
+    )
+    s.add_argument("--step-duration", type=_positive_float, default=30.0, help="Seconds each step is held")
+    s.add_argument(
+        "--warmup",
+        type=float,
+        default=0.2,
+        help="Start of each step left out of its stats: a fraction (<1) or seconds",
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,12 +24,16 @@ from typing import Any
 
 import gevent
 
+from tokenload.loadgen.health import HealthMonitor
 from tokenload.loadgen.options import RunConfig, add_arguments, run_config
+from tokenload.loadgen.phases import PHASE_MESSAGE, StepTracker
+from tokenload.loadgen.steps import Step
 from tokenload.metrics.aggregate import LLMStats
 from tokenload.metrics.definitions import FORMULAS
 from tokenload.metrics.table import format_text, stats_rows, to_csv
 from tokenload.results.records_file import RecordsFile
 from tokenload.results.rundir import make_run_dir
+from tokenload.results.summary import build_summary, steps_csv
 from tokenload.servermetrics.scraper import Scraper
 from tokenload.servermetrics.summary import summarize_window
 
@@ -57,6 +61,10 @@ class RunContext:
         self.seq = 0
         self._finished = False
         self.scraper: Scraper | None = None
+        self.steps = StepTracker()
+        self.planned_steps: list[Step] = []
+        self.health: HealthMonitor | None = None
+        self.workers_seen: set[str] = set()
 
     @property
     def is_worker(self) -> bool:
@@ -88,6 +96,41 @@ class RunContext:
             }
         )
         self.stats.cancelled += 1
+
+    # -- steps (decided by a shape on the master or local runner) ---------------------------
+    def _announce(self) -> None:
+        runner = self.environment.runner
+        if isinstance(runner, MasterRunner):
+            runner.send_message(PHASE_MESSAGE, {"step": self.steps.step, "phase": self.steps.phase})
+
+    def begin_step(self, step: Step, now: float) -> None:
+        self.steps.begin(step.index, step.concurrency, None, now)
+        self._announce()
+        log.info(
+            "tokenload: step %d: %d users reached, warming up %.0f s",
+            step.index,
+            step.concurrency,
+            step.warmup_s,
+        )
+
+    def measure_step(self, step: Step, now: float) -> None:
+        if self.steps.measure(step.index, now):
+            self._announce()
+
+    def end_step(self, step: Step, now: float) -> None:
+        self.steps.end(step.index, now)
+        self._announce()
+        if self.scraper is not None:
+            self.scraper.scrape_once()  # the server's state at the step's end, inside its window
+        s = self.steps.stats.get(step.index)
+        h = s.total.hist if s else None
+        ttft = h["ttft_ms"].quantile(0.5) if h else None
+        tpot = h["tpot_ms"].quantile(0.5) if h else None
+        print(
+            f"step {step.index}: {step.concurrency} users, {s.total.requests if s else 0} requests measured"
+            f" so far, TTFT p50 {_fmt_ms(ttft)}, TPOT p50 {_fmt_ms(tpot)}",
+            flush=True,
+        )
 
     def elapsed_s(self) -> float | None:
         if self.start_time is None:
@@ -152,6 +195,10 @@ class RunContext:
         self.stop_scraper()
         assert self.run_dir is not None
         rows = self.rows()
+        if self.steps.windows:
+            run_summary = build_summary(self, rows)
+            (self.run_dir / "summary.json").write_text(json.dumps(run_summary, indent=2))
+            (self.run_dir / "steps.csv").write_text(steps_csv(run_summary))
         summary = {
             "server": self.server_summary(),
             "rows": rows,
@@ -191,9 +238,17 @@ def context_of(environment: Environment) -> RunContext:
 
 def _on_init(environment: Environment, **_kw: Any) -> None:
     ctx = context_of(environment)
-    if not ctx.is_worker:
+    runner = environment.runner
+    if not isinstance(runner, MasterRunner):
+        ctx.health = HealthMonitor(lambda: (ctx.steps.step, ctx.steps.phase))
+        ctx.health.start()
+    if isinstance(runner, WorkerRunner):
+        runner.register_message(
+            PHASE_MESSAGE, lambda msg, **_: ctx.steps.apply(msg.data["step"], msg.data["phase"])
+        )
+    else:
         ctx.open_run_dir()
-        if not isinstance(environment.runner, MasterRunner):
+        if not isinstance(runner, MasterRunner):
             gevent.spawn(_flush_loop, ctx)
     if environment.web_ui is not None:
         from tokenload.loadgen.webui import extend_web_ui
@@ -204,6 +259,8 @@ def _on_init(environment: Environment, **_kw: Any) -> None:
 def _flush_loop(ctx: RunContext) -> None:
     while not ctx._finished:
         gevent.sleep(_FLUSH_INTERVAL_S)
+        if ctx.health is not None:
+            ctx.steps.note_health(ctx.health.take())
         try:
             ctx.flush()
         except OSError as exc:  # a full disk must not stop the load; the records stay queued
@@ -219,6 +276,7 @@ def _on_request(context: dict[str, Any] | None = None, **_kw: Any) -> None:
     ctx = context_of(environment)
     record, itl = item[0], item[1]
     ctx.stats.record(record, itl)
+    ctx.steps.record(record, itl)
     ctx.pending.append(record)
 
 
@@ -227,7 +285,13 @@ def _on_report_to_master(client_id: str, data: dict[str, Any], **_kw: Any) -> No
     if env is None:
         return
     ctx = context_of(env)
-    data["tokenload"] = {"stats": ctx.stats.to_dict(), "records": ctx.pending}
+    health = ctx.health.take() if ctx.health is not None else {}
+    data["tokenload"] = {
+        "stats": ctx.stats.to_dict(),
+        "records": ctx.pending,
+        "steps": ctx.steps.take_stats(),
+        "health": health,
+    }
     ctx.stats = LLMStats()
     ctx.pending = []
 
@@ -238,7 +302,10 @@ def _on_worker_report(client_id: str, data: dict[str, Any], **_kw: Any) -> None:
     if payload is None or env is None:
         return
     ctx = context_of(env)
+    ctx.workers_seen.add(client_id)
     ctx.stats.merge_dict(payload["stats"])
+    ctx.steps.merge_stats(payload["steps"])
+    ctx.steps.note_health(payload["health"])
     ctx.pending.extend(payload["records"])
     ctx.flush()
 
@@ -301,3 +368,7 @@ def install(events: Any = None) -> None:
     events.test_stop.add_listener(_on_test_stop)
     events.reset_stats.add_listener(_on_reset_stats)
     events.quitting.add_listener(_on_quitting)
+
+
+def _fmt_ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f} ms"

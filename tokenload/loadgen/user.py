@@ -92,6 +92,8 @@ class LLMUser(User):
         """Make one streamed request, fire its Locust event, return its record."""
         name = name or self.path
         state = StreamState(chat=self.chat)
+        # A request belongs to the step (and phase) it started in.
+        step, phase = self.ctx.steps.step, self.ctx.steps.phase
         try:
             out = self.target.stream(self.path, body, state)
         except GreenletExit:
@@ -110,6 +112,8 @@ class LLMUser(User):
             wall_start=out.wall_start,
             start_monotonic_s=out.t_start,
             response_id=state.response_id,
+            step=step,
+            phase=phase,
             timing=timing,
             failure_class=out.failure_class,
             http_status=out.http_status,

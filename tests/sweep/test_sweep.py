@@ -1,0 +1,88 @@
+"""`tokenload sweep`: argument checks before any load, and a real staircase run (Locust master and
+worker processes against the emulator) producing the documented summary.json."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, read_records
+
+
+def sweep(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tokenload", "sweep", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--concurrency", ""], "--concurrency: expected a list"),
+        (["--concurrency", "1,-2"], "--concurrency: expected positive integers"),
+        (["--concurrency", "8:2:x2"], "--concurrency: expected 1 <= start <= stop"),
+        (["--step-duration", "-1"], "--step-duration: expected a positive number"),
+        (["--warmup", "40", "--step-duration", "30"], "--warmup: 40 s leaves nothing"),
+        (["--prompt-tokens", "0"], "--prompt-tokens: expected an integer >= 1"),
+        (["--workers", "-1"], "--workers"),
+        (["--host", "ftp://x"], "--host: expected an http:// or https:// URL"),
+        (["--host", "http://127.0.0.1:PORT"], "--host: cannot reach"),
+    ],
+)
+def test_bad_arguments_fail_before_any_load(args: list[str], needle: str, tmp_path: Path) -> None:
+    args = [a.replace("PORT", str(_closed_port())) for a in args]
+    out = sweep(*args, "--out", str(tmp_path / "run"), timeout=60)
+    assert out.returncode == 2, out.stdout + out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], out.stderr
+    assert not (tmp_path / "run").exists()  # nothing was started
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_staircase_against_the_emulator(tmp_path: Path, workers: int) -> None:
+    run_dir = tmp_path / "run"
+    out = sweep(
+        "--concurrency", "1,8", "--step-duration", "4", "--warmup", "1", "--prompt-tokens", "20",
+        "--output-tokens", "24", "--workers", str(workers), "--out", str(run_dir), "--metrics-interval", "0.5",
+        "--sim-args", "--profile h100-llama3.1-8b",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["schema_version"] == 1
+    steps = summary["steps"]
+    assert [s["concurrency"] for s in steps] == [1, 8]
+    for s in steps:
+        assert s["start"] < s["measure_start"] < s["end"]
+        assert s["requests"]["ok"] > 0 and s["requests"]["failed"] == 0
+        for m in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
+            assert set(s[m]) == {"mean", "p50", "p90", "p95", "p99", "max"} and s[m]["p50"] > 0
+        assert s["output_tokens_per_s"] > 0 and s["requests_per_s"] > 0
+        assert s["server"]["requests_running"]["max"] <= s["concurrency"]
+        assert set(s["client"]) == {"cpu_percent_max", "loop_lag_ms_p99", "send_lag_ms_p99"}
+    assert steps[0]["end"] <= steps[1]["start"]
+    # More users, more throughput, and requests queued behind each other's prefills.
+    assert steps[1]["output_tokens_per_s"] > 3 * steps[0]["output_tokens_per_s"]
+    # Every request the emulator served is a record; none was abandoned at the end.
+    records = read_records(run_dir)
+    traces = (run_dir / "server_trace.jsonl").read_text().splitlines()
+    assert len(records) == len(traces) and all(r["status"] == "ok" for r in records)
+    # Requests started in a step's measured part are that step's; the rest are outside every step.
+    measured = sum(s["requests"]["ok"] for s in steps)
+    assert measured == sum(1 for r in records if r["phase"] == "measure")
+    assert (run_dir / "steps.csv").read_text().startswith("index,concurrency")
+    assert "TTFT p50" in out.stdout and str(run_dir) in out.stdout

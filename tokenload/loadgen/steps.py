@@ -1,0 +1,65 @@
+"""Load steps: what a shape asks for (a concurrency held for a duration) and the parsing of step
+lists. Pure: the Locust shape in ``shapes.py`` drives them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Step", "StepSpecError", "parse_concurrency_list", "staircase"]
+
+
+class StepSpecError(ValueError):
+    """A step list or duration that cannot be used; the message names the option."""
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    index: int
+    concurrency: int
+    duration_s: float
+    #: The first part of the step whose requests are left out of its statistics.
+    warmup_s: float
+
+
+def parse_concurrency_list(text: str, option: str = "--concurrency") -> list[int]:
+    """``1,2,4,8`` or a geometric series ``1:64:x2`` (start:stop:xfactor)."""
+    text = text.strip()
+    if not text:
+        raise StepSpecError(f"{option}: expected a list like 1,2,4,8 or 1:64:x2, got an empty value")
+    if ":" in text:
+        parts = text.split(":")
+        try:
+            start, stop = int(parts[0]), int(parts[1])
+            factor = float(parts[2].lstrip("x")) if len(parts) > 2 else 2.0
+        except (ValueError, IndexError):
+            raise StepSpecError(f"{option}: expected start:stop:xfactor like 1:64:x2, got {text!r}") from None
+        if start < 1 or stop < start or factor <= 1:
+            raise StepSpecError(f"{option}: expected 1 <= start <= stop and a factor > 1, got {text!r}")
+        values, v = [], float(start)
+        while round(v) <= stop:
+            if not values or round(v) != values[-1]:
+                values.append(round(v))
+            v *= factor
+        return values
+    values = []
+    for item in text.split(","):
+        try:
+            n = int(item)
+        except ValueError:
+            raise StepSpecError(f"{option}: expected positive integers, got {item.strip()!r}") from None
+        if n < 1:
+            raise StepSpecError(f"{option}: expected positive integers, got {n}")
+        values.append(n)
+    return values
+
+
+def staircase(concurrencies: list[int], duration_s: float, warmup: float = 0.2) -> list[Step]:
+    """Steps of the given concurrencies. ``warmup`` < 1 is a fraction of each step, else seconds."""
+    if duration_s <= 0:
+        raise StepSpecError(f"--step-duration: expected a positive number of seconds, got {duration_s:g}")
+    if warmup < 0:
+        raise StepSpecError(f"--warmup: expected a fraction (< 1) or seconds (>= 1), got {warmup:g}")
+    warmup_s = warmup * duration_s if warmup < 1 else warmup
+    if warmup_s >= duration_s:
+        raise StepSpecError(f"--warmup: {warmup_s:g} s leaves nothing of a {duration_s:g} s step to measure")
+    return [Step(i, c, duration_s, warmup_s) for i, c in enumerate(concurrencies)]

@@ -1,0 +1,197 @@
+"""``summary.json``: the documented contract of a run (see SUMMARY.md), and ``steps.csv``.
+
+Per step: the client's latencies over requests that *started* in the step's measured part, its
+rates over requests that *ended* in that part, the server's figures over the same window, and
+the load generator's own health.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from tokenload import __version__
+from tokenload.metrics.aggregate import LLMStats, NameStats
+from tokenload.metrics.definitions import FORMULAS
+from tokenload.metrics.histogram import LogHistogram
+from tokenload.servermetrics.summary import summarize_window
+
+__all__ = ["CLIENT_CPU_LIMIT_PERCENT", "CLIENT_LAG_LIMIT_MS", "SCHEMA_VERSION", "build_summary", "steps_csv"]
+
+SCHEMA_VERSION = 1
+#: Above these the client's own timing is not trusted: the step is flagged ``client_bound``.
+CLIENT_CPU_LIMIT_PERCENT = 90.0
+CLIENT_LAG_LIMIT_MS = 5.0
+
+_SERVER_KEYS = {
+    "kv_cache_usage_ratio": "kv_cache_usage_ratio",
+    "requests_running": "requests_running",
+    "requests_waiting": "requests_waiting",
+    "requests_waiting_capacity": "requests_waiting_capacity",
+    "queue_time_ms": "queue_time_ms",
+    "prefill_time_ms": "prefill_time_ms",
+    "decode_time_ms": "decode_time_ms",
+    "ttft_ms": "ttft_ms",
+    "itl_ms": "itl_ms",
+    "preemptions": "preemptions",
+    "generation_tokens": "generation_tokens",
+    "prompt_tokens": "prompt_tokens",
+}
+
+
+def _hist(h: LogHistogram) -> dict[str, float | None]:
+    if not h.count:
+        return {"mean": None, "p50": None, "p90": None, "p95": None, "p99": None, "max": None}
+    return {
+        "mean": h.mean,
+        "p50": h.quantile(0.5),
+        "p90": h.quantile(0.9),
+        "p95": h.quantile(0.95),
+        "p99": h.quantile(0.99),
+        "max": h.max,
+    }
+
+
+def _p99(values: list[float]) -> float | None:
+    if not values:
+        return None
+    s = sorted(values)
+    return s[min(len(s) - 1, int(0.99 * len(s)))]
+
+
+def _completions(records_path: Path | None, windows: list[tuple[float, float]]) -> list[dict[str, float]]:
+    """Requests (ok), input and output tokens that *ended* in each window, from requests.jsonl."""
+    out = [{"requests": 0, "input_tokens": 0, "output_tokens": 0} for _ in windows]
+    if records_path is None or not records_path.exists() or not windows:
+        return out
+    with open(records_path, encoding="utf-8") as fh:
+        for line in fh:
+            rec = json.loads(line)
+            if rec.get("status") != "ok" or rec.get("e2e_ms") is None:
+                continue
+            end = rec["wall_start"] + rec["e2e_ms"] / 1000.0
+            for i, (a, b) in enumerate(windows):
+                if a <= end < b:
+                    o = out[i]
+                    o["requests"] += 1
+                    o["input_tokens"] += rec.get("input_tokens") or 0
+                    o["output_tokens"] += rec.get("output_tokens") or 0
+                    break
+    return out
+
+
+def _step(
+    window: Any,
+    stats: LLMStats | None,
+    done: dict[str, float],
+    server: dict[str, Any] | None,
+    cpu: float | None,
+    lag: list[float],
+) -> dict[str, Any]:
+    ns = stats.total if stats else NameStats()
+    start = window.measure_start if window.measure_start is not None else window.start
+    end = window.end if window.end is not None else time.time()
+    span = max(end - start, 1e-9)
+    lag_p99 = _p99(lag)
+    flags = []
+    if (cpu is not None and cpu > CLIENT_CPU_LIMIT_PERCENT) or (
+        lag_p99 is not None and lag_p99 > CLIENT_LAG_LIMIT_MS
+    ):
+        flags.append("client_bound")
+    failures = dict(ns.failures)
+    step: dict[str, Any] = {
+        "index": window.index,
+        "concurrency": window.concurrency,
+        "target_rate_rps": window.target_rate_rps,
+        "start": window.start,
+        "measure_start": start,
+        "end": end,
+        "measured_s": span,
+        "requests": {"ok": ns.ok, "failed": sum(failures.values()), "by_failure_class": failures},
+        "ttft_ms": _hist(ns.hist["ttft_ms"]),
+        "tpot_ms": _hist(ns.hist["tpot_ms"]),
+        "itl_ms": _hist(ns.hist["itl_ms"]),
+        "e2e_ms": _hist(ns.hist["e2e_ms"]),
+        "requests_per_s": done["requests"] / span,
+        "input_tokens_per_s": done["input_tokens"] / span,
+        "output_tokens_per_s": done["output_tokens"] / span,
+        "server": {k: server.get(v) for k, v in _SERVER_KEYS.items()} if server else None,
+        "client": {"cpu_percent_max": cpu, "loop_lag_ms_p99": lag_p99, "send_lag_ms_p99": None},
+        "flags": flags,
+    }
+    return step
+
+
+def build_summary(ctx: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The summary of a finished run from its run context (see plugin.RunContext)."""
+    tracker = ctx.steps
+    windows = [w for w in tracker.windows if w.end is not None or w is tracker.windows[-1]]
+    spans = [(w.measure_start or w.start, w.end or time.time()) for w in windows]
+    records_path = ctx.records.path if ctx.records is not None else None
+    done = _completions(records_path, spans)
+    points = ctx.scraper.points if ctx.scraper is not None else None
+    steps = []
+    for w, d, (a, b) in zip(windows, done, spans, strict=True):
+        server = summarize_window(points, a, b) if points else None
+        steps.append(
+            _step(
+                w,
+                tracker.stats.get(w.index),
+                d,
+                server,
+                tracker.cpu_max.get(w.index),
+                tracker.lag_ms.get(w.index, []),
+            )
+        )
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tokenload_version": __version__,
+        "run_id": ctx.run_dir.name if ctx.run_dir else None,
+        "host": ctx.environment.host,
+        "started_at": ctx.start_time,
+        "ended_at": ctx.end_time,
+        "config": ctx.config.public_dict(),
+        "formulas": FORMULAS,
+        "steps": steps,
+        "totals": rows[-1] if rows else None,
+        "workers": sorted(ctx.workers_seen) or ["local"],
+        "scrape_failures": ctx.scraper.failures if ctx.scraper is not None else None,
+    }
+
+
+_CSV_COLUMNS = [
+    ("index", lambda s: s["index"]),
+    ("concurrency", lambda s: s["concurrency"]),
+    ("target_rate_rps", lambda s: s["target_rate_rps"]),
+    ("measured_s", lambda s: round(s["measured_s"], 3)),
+    ("ok", lambda s: s["requests"]["ok"]),
+    ("failed", lambda s: s["requests"]["failed"]),
+    ("requests_per_s", lambda s: s["requests_per_s"]),
+    ("output_tokens_per_s", lambda s: s["output_tokens_per_s"]),
+    ("input_tokens_per_s", lambda s: s["input_tokens_per_s"]),
+]
+for _m in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
+    for _q in ("p50", "p90", "p99"):
+        _CSV_COLUMNS.append((f"{_m}_{_q}", lambda s, m=_m, q=_q: s[m][q]))
+for _k in ("kv_cache_usage_ratio", "requests_running", "requests_waiting"):
+    _CSV_COLUMNS.append((f"server_{_k}_mean", lambda s, k=_k: ((s["server"] or {}).get(k) or {}).get("mean")))
+_CSV_COLUMNS.append(
+    ("server_preemptions", lambda s: ((s["server"] or {}).get("preemptions") or {}).get("increase"))
+)
+_CSV_COLUMNS.append(
+    ("server_queue_time_ms_p50", lambda s: ((s["server"] or {}).get("queue_time_ms") or {}).get("p50"))
+)
+_CSV_COLUMNS.append(("client_bound", lambda s: "client_bound" in s["flags"]))
+
+
+def steps_csv(summary: dict[str, Any]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow([name for name, _ in _CSV_COLUMNS])
+    for s in summary["steps"]:
+        w.writerow(["" if (v := f(s)) is None else v for _, f in _CSV_COLUMNS])
+    return buf.getvalue()

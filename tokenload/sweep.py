@@ -1,0 +1,245 @@
+"""``tokenload sweep``: a headless run of a load shape on Locust, written to a run directory.
+
+It runs Locust itself (a master and ``--workers`` worker processes, or one local process with
+``--workers 0``) with the tokenload user and the shape, against ``--host`` or, without one, the
+built-in emulator it starts. Arguments are checked, and the host is reached once, before any
+load is sent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from tokenload.loadgen.steps import StepSpecError, parse_concurrency_list, staircase
+from tokenload.results.rundir import make_run_dir
+from tokenload.serving.process import ServerProcess
+
+__all__ = ["main"]
+
+_LOCUSTFILE = '''"""The locustfile this sweep ran (written by tokenload sweep)."""
+
+from tokenload.loadgen.shapes import StaircaseShape
+from tokenload.loadgen.user import {user_class}
+
+
+class User({user_class}):
+    pass
+
+
+class Shape(StaircaseShape):
+    pass
+'''
+
+
+class SweepError(Exception):
+    """A bad argument or an unreachable host: one line, exit status 2, no load sent."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tokenload sweep", description=__doc__)
+    p.add_argument("--host", default=None, help="target base URL; default: start the built-in emulator")
+    p.add_argument("--shape", choices=["staircase"], default="staircase", help="load shape")
+    p.add_argument("--concurrency", default="1,2,4,8,16,32,64", help="steps: 1,2,4,8 or start:stop:xfactor")
+    p.add_argument("--step-duration", type=float, default=30.0, help="seconds each step is held")
+    p.add_argument(
+        "--warmup", type=float, default=0.2, help="start of each step left out: fraction (<1) or seconds"
+    )
+    p.add_argument("--prompt-tokens", type=int, default=128)
+    p.add_argument("--output-tokens", type=int, default=64)
+    p.add_argument("--endpoint", choices=["chat", "completions"], default="completions")
+    p.add_argument("--model", default="")
+    p.add_argument("--workers", type=int, default=1, help="worker processes; 0 runs one local process")
+    p.add_argument("--out", default=None, help="run directory (default reports/<run-id>)")
+    p.add_argument(
+        "--metrics-url", action="append", default=None, help="server /metrics to scrape (repeatable)"
+    )
+    p.add_argument("--metrics-interval", type=float, default=1.0)
+    p.add_argument(
+        "--sim-args", default="", help="extra arguments for the built-in emulator, when it is the target"
+    )
+    return p
+
+
+def _check(args: argparse.Namespace) -> list[int]:
+    try:
+        levels = parse_concurrency_list(args.concurrency)
+        staircase(levels, args.step_duration, args.warmup)
+    except StepSpecError as exc:
+        raise SweepError(str(exc)) from None
+    for name in ("prompt_tokens", "output_tokens"):
+        if getattr(args, name) < 1:
+            raise SweepError(
+                f"--{name.replace('_', '-')}: expected an integer >= 1, got {getattr(args, name)}"
+            )
+    if args.workers < 0:
+        raise SweepError(f"--workers: expected 0 or more worker processes, got {args.workers}")
+    if args.metrics_interval <= 0:
+        raise SweepError(
+            f"--metrics-interval: expected a positive number of seconds, got {args.metrics_interval:g}"
+        )
+    if args.host is not None and not args.host.startswith(("http://", "https://")):
+        raise SweepError(f"--host: expected an http:// or https:// URL, got {args.host!r}")
+    return levels
+
+
+def _reach(host: str) -> None:
+    url = host.rstrip("/") + "/v1/models"
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            r.read()
+    except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):
+            return  # reachable; the key is the user's business (OPENAI_API_KEY)
+        raise SweepError(f"--host: {url} answered HTTP {exc.code}") from None
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise SweepError(f"--host: cannot reach {url}: {reason}") from None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _locust_bin() -> str:
+    return shutil.which("locust", path=str(Path(sys.executable).parent)) or "locust"
+
+
+def _run_locust(args: argparse.Namespace, host: str, run_dir: Path) -> int:
+    locustfile = run_dir / "locustfile.py"
+    user = "ChatUser" if args.endpoint == "chat" else "CompletionsUser"
+    locustfile.write_text(_LOCUSTFILE.format(user_class=user))
+    common = [_locust_bin(), "-f", str(locustfile)]
+    load = [
+        "--host", host, "--headless", "--only-summary", "--run-dir", str(run_dir),
+        "--concurrency", args.concurrency, "--step-duration", str(args.step_duration),
+        "--warmup", str(args.warmup),
+        "--prompt-tokens", str(args.prompt_tokens), "--output-tokens", str(args.output_tokens),
+        "--metrics-interval", str(args.metrics_interval), "--stop-timeout", "120", "--loglevel", "WARNING",
+    ]  # fmt: skip
+    if args.model:
+        load += ["--model", args.model]
+    for url in args.metrics_url or []:
+        load += ["--metrics-url", url]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    if args.workers == 0:
+        return subprocess.call([*common, *load], env=env)
+    port = _free_port()
+    master = subprocess.Popen(
+        [*common, *load, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+         "--expect-workers", str(args.workers)],
+        env=env,
+    )  # fmt: skip
+    workers = [
+        subprocess.Popen(
+            # Workers stop their users gracefully too: requests in flight at the end are counted.
+            [
+                *common,
+                "--worker",
+                "--master-host",
+                "127.0.0.1",
+                "--master-port",
+                str(port),
+                "--loglevel",
+                "WARNING",
+                "--stop-timeout",
+                "120",
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+        )
+        for _ in range(args.workers)
+    ]
+    try:
+        return master.wait()
+    finally:
+        for w in workers:
+            try:
+                w.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                w.kill()
+
+
+def _fmt(v: Any, digits: int = 1) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def print_steps(summary: dict[str, Any]) -> None:
+    print(f"\n{'step':>4} {'users':>6} {'req/s':>7} {'out tok/s':>10} {'TTFT p50':>9} {'TTFT p99':>9} "
+          f"{'TPOT p50':>9} {'KV use':>7} {'running':>8} {'waiting':>8} {'preempt':>8}  flags")  # fmt: skip
+    for s in summary["steps"]:
+        srv = s.get("server") or {}
+        kv = (srv.get("kv_cache_usage_ratio") or {}).get("mean")
+        run = (srv.get("requests_running") or {}).get("mean")
+        wait = (srv.get("requests_waiting") or {}).get("mean")
+        pre = (srv.get("preemptions") or {}).get("increase")
+        print(
+            f"{s['index']:>4} {s['concurrency']:>6} {_fmt(s['requests_per_s'], 2):>7} "
+            f"{_fmt(s['output_tokens_per_s']):>10} "
+            f"{_fmt(s['ttft_ms']['p50']):>9} {_fmt(s['ttft_ms']['p99']):>9} {_fmt(s['tpot_ms']['p50']):>9} "
+            f"{_fmt(kv, 3):>7} {_fmt(run):>8} {_fmt(wait):>8} {_fmt(pre, 0):>8}  {','.join(s['flags'])}"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        _check(args)
+        if args.host is not None:
+            _reach(args.host)
+    except SweepError as exc:
+        print(f"tokenload sweep: {exc}", file=sys.stderr)
+        return 2
+    run_dir = make_run_dir(args.out)
+    sim: ServerProcess | None = None
+    host = args.host
+    if host is None:
+        sim = ServerProcess(
+            [
+                "-m",
+                "tokenload.sim",
+                "--port",
+                "0",
+                "--trace",
+                str(run_dir / "server_trace.jsonl"),
+                *args.sim_args.split(),
+            ],
+            log_path=run_dir / "sim.log",
+        )
+        try:
+            host = sim.start()
+        except RuntimeError as exc:
+            print(
+                f"tokenload sweep: --sim-args: the emulator did not start: {str(exc).splitlines()[-1]}",
+                file=sys.stderr,
+            )
+            return 2
+        print(f"target: the built-in emulator (tokenload sim {args.sim_args}) at {host}", flush=True)
+    t0 = time.monotonic()
+    try:
+        rc = _run_locust(args, host, run_dir)
+    finally:
+        if sim is not None:
+            sim.stop()
+    summary_path = run_dir / "summary.json"
+    if summary_path.exists():
+        print_steps(json.loads(summary_path.read_text()))
+    print(f"\nrun directory: {run_dir} ({time.monotonic() - t0:.0f} s)")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
