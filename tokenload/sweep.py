@@ -68,6 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--sim-args", default="", help="extra arguments for the built-in emulator, when it is the target"
     )
+    p.add_argument(
+        "--gpu-peaks",
+        default="",
+        help="the target GPU's peak FLOP/s,bytes/s (default: the emulator's profile)",
+    )
     return p
 
 
@@ -131,6 +136,8 @@ def _run_locust(args: argparse.Namespace, host: str, run_dir: Path) -> int:
     ]  # fmt: skip
     if args.model:
         load += ["--model", args.model]
+    if args.gpu_peaks:
+        load += ["--gpu-peaks", args.gpu_peaks]
     for url in args.metrics_url or []:
         load += ["--metrics-url", url]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -172,13 +179,31 @@ def _run_locust(args: argparse.Namespace, host: str, run_dir: Path) -> int:
                 w.kill()
 
 
+def _sim_gpu_peaks(sim_args: str) -> str:
+    """The emulated GPU's peaks, so the analysis can weigh the emulator's FLOP/byte estimates."""
+    from tokenload.sim.profile import load_profile
+
+    words = sim_args.split()
+    name = words[words.index("--profile") + 1] if "--profile" in words[:-1] else "a40-qwen2.5-7b"
+    profile = load_profile(name)
+    g = profile.gpu
+    fp8 = profile.model.matmul_dtype == "fp8" and g.peak_fp8_flops_per_s
+    flops = g.peak_fp8_flops_per_s if fp8 else g.peak_bf16_flops_per_s
+    return f"{flops:g},{g.memory_bandwidth_bytes_per_s:g}"
+
+
 def _fmt(v: Any, digits: int = 1) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
 
 
+def _verdict(step: dict[str, Any]) -> str:
+    name = (step.get("verdict") or {}).get("bottleneck", "-")
+    return name + (" (client_bound)" if "client_bound" in step["flags"] and name != "client" else "")
+
+
 def print_steps(summary: dict[str, Any]) -> None:
     print(f"\n{'step':>4} {'users':>6} {'req/s':>7} {'out tok/s':>10} {'TTFT p50':>9} {'TTFT p99':>9} "
-          f"{'TPOT p50':>9} {'KV use':>7} {'running':>8} {'waiting':>8} {'preempt':>8}  flags")  # fmt: skip
+          f"{'TPOT p50':>9} {'KV use':>7} {'running':>8} {'waiting':>8} {'preempt':>8}  verdict")  # fmt: skip
     for s in summary["steps"]:
         srv = s.get("server") or {}
         kv = (srv.get("kv_cache_usage_ratio") or {}).get("mean")
@@ -189,7 +214,7 @@ def print_steps(summary: dict[str, Any]) -> None:
             f"{s['index']:>4} {s['concurrency']:>6} {_fmt(s['requests_per_s'], 2):>7} "
             f"{_fmt(s['output_tokens_per_s']):>10} "
             f"{_fmt(s['ttft_ms']['p50']):>9} {_fmt(s['ttft_ms']['p99']):>9} {_fmt(s['tpot_ms']['p50']):>9} "
-            f"{_fmt(kv, 3):>7} {_fmt(run):>8} {_fmt(wait):>8} {_fmt(pre, 0):>8}  {','.join(s['flags'])}"
+            f"{_fmt(kv, 3):>7} {_fmt(run):>8} {_fmt(wait):>8} {_fmt(pre, 0):>8}  {_verdict(s)}"
         )
 
 
@@ -228,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
         print(f"target: the built-in emulator (tokenload sim {args.sim_args}) at {host}", flush=True)
+        if not args.gpu_peaks:
+            args.gpu_peaks = _sim_gpu_peaks(args.sim_args)
     t0 = time.monotonic()
     try:
         rc = _run_locust(args, host, run_dir)
@@ -236,7 +263,16 @@ def main(argv: list[str] | None = None) -> int:
             sim.stop()
     summary_path = run_dir / "summary.json"
     if summary_path.exists():
-        print_steps(json.loads(summary_path.read_text()))
+        summary = json.loads(summary_path.read_text())
+        print_steps(summary)
+        knee = summary.get("knee")
+        if knee:
+            print(
+                f"\nsaturated at step {knee['step']} ({knee['concurrency']} users): {knee['bottleneck']}; "
+                f"last unsaturated: {knee['last_unsaturated_concurrency']} users"
+            )
+        else:
+            print("\nnot saturated at any step: raise --concurrency to find the knee")
     print(f"\nrun directory: {run_dir} ({time.monotonic() - t0:.0f} s)")
     return rc
 

@@ -58,7 +58,8 @@ def test_staircase_against_the_emulator(tmp_path: Path, workers: int) -> None:
     run_dir = tmp_path / "run"
     out = sweep(
         "--concurrency", "1,8", "--step-duration", "4", "--warmup", "1", "--prompt-tokens", "20",
-        "--output-tokens", "24", "--workers", str(workers), "--out", str(run_dir), "--metrics-interval", "0.5",
+        "--output-tokens", "24", "--workers", str(workers), "--out", str(run_dir),
+        "--metrics-interval", "0.5",
         "--sim-args", "--profile h100-llama3.1-8b",
     )  # fmt: skip
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]

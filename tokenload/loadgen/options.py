@@ -74,6 +74,12 @@ def add_arguments(parser: Any) -> None:
     )
     g.add_argument("--metrics-interval", type=_positive_float, default=1.0, help="Seconds between scrapes")
     g.add_argument("--no-server-metrics", action="store_true", default=False, help="Do not scrape the server")
+    g.add_argument(
+        "--gpu-peaks",
+        default="",
+        help="The target GPU's peak FLOP/s and memory bytes/s, e.g. 989e12,3.35e12 (H100 SXM, bf16): "
+        "lets the analysis compare the server's estimated FLOPs and bytes against them",
+    )
     s = parser.add_argument_group("tokenload steps", "for the step shapes (locustfiles/staircase.py)")
     s.add_argument(
         "--concurrency", default="1,2,4,8", help="Concurrency steps: 1,2,4,8 or start:stop:xfactor"
@@ -100,6 +106,7 @@ class RunConfig:
     metrics_urls: tuple[str, ...]
     metrics_interval_s: float
     server_metrics: bool
+    gpu_peaks: dict[str, float] | None
 
     @property
     def api_key(self) -> str | None:
@@ -132,4 +139,19 @@ def run_config(options: Any) -> RunConfig:
         ),
         metrics_interval_s=float(opt("metrics_interval", 1.0)),
         server_metrics=not bool(opt("no_server_metrics", False)),
+        gpu_peaks=_gpu_peaks(opt("gpu_peaks", "")),
     )
+
+
+def _gpu_peaks(text: str) -> dict[str, float] | None:
+    if not text:
+        return None
+    try:
+        flops, bw = (float(x) for x in text.split(","))
+    except ValueError:
+        raise ValueError(
+            f"--gpu-peaks: expected FLOPS,BYTES_PER_S like 989e12,3.35e12, got {text!r}"
+        ) from None
+    if flops <= 0 or bw <= 0:
+        raise ValueError(f"--gpu-peaks: expected positive numbers, got {text!r}")
+    return {"flops_per_s": flops, "bytes_per_s": bw}

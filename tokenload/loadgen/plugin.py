@@ -15,6 +15,7 @@ import locust
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
+import gc
 import json
 import logging
 import time
@@ -50,10 +51,9 @@ class RunContext:
 
     def __init__(self, environment: Environment) -> None:
         self.environment = environment
-        self.config: RunConfig = run_config(environment.parsed_options)
         self.stats = LLMStats()
         self.pending: list[dict[str, Any]] = []
-        self.model: str | None = self.config.model or None
+        self.model: str | None = None
         self.start_time: float | None = None
         self.end_time: float | None = None
         self.run_dir: Path | None = None
@@ -65,6 +65,11 @@ class RunContext:
         self.planned_steps: list[Step] = []
         self.health: HealthMonitor | None = None
         self.workers_seen: set[str] = set()
+
+    @property
+    def config(self) -> RunConfig:
+        """Read at use: a worker's custom options arrive from the master with each spawn message."""
+        return run_config(self.environment.parsed_options)
 
     @property
     def is_worker(self) -> bool:
@@ -314,6 +319,10 @@ def _on_test_start(environment: Environment, **_kw: Any) -> None:
     ctx = context_of(environment)
     if ctx.start_time is None:
         ctx.start_time = time.time()
+        # Everything imported and set up so far is long-lived: keep the cyclic GC's full
+        # collections (milliseconds of event-loop stall, i.e. timing error) off it.
+        gc.collect()
+        gc.freeze()
     ctx.end_time = None
     ctx.start_scraper()
 

@@ -43,7 +43,7 @@ class LLMUser(User):
     def __init__(self, environment: Any) -> None:
         super().__init__(environment)
         self.ctx = plugin.context_of(environment)
-        cfg = self.ctx.config
+        self.cfg = cfg = self.ctx.config
         if not self.host:
             raise ValueError("host: expected the target's base URL (--host http://127.0.0.1:8000)")
         self.target = StreamTarget(
@@ -58,6 +58,8 @@ class LLMUser(User):
 
     def model(self) -> str | None:
         """The configured model, else the first one the target lists (looked up once)."""
+        if self.ctx.model is None and self.cfg.model:
+            self.ctx.model = self.cfg.model
         if self.ctx.model is None:
             try:
                 status, body = self.target.get("/v1/models")
@@ -71,7 +73,7 @@ class LLMUser(User):
 
     def next_request(self, model: str) -> bytes:
         """The body of the next request; the default is a synthetic prompt of fixed length."""
-        cfg = self.ctx.config
+        cfg = self.cfg
         self._prompt_seq += 1
         prompt = synthetic_prompt(cfg.prompt_tokens, seed=hash((id(self), self._prompt_seq)) & 0xFFFFFFFF)
         return build_request_body(

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenload import __version__
+from tokenload.analysis.diagnosis import diagnose_steps, find_knee
 from tokenload.metrics.aggregate import LLMStats, NameStats
 from tokenload.metrics.definitions import FORMULAS
 from tokenload.metrics.histogram import LogHistogram
@@ -25,7 +26,7 @@ __all__ = ["CLIENT_CPU_LIMIT_PERCENT", "CLIENT_LAG_LIMIT_MS", "SCHEMA_VERSION", 
 SCHEMA_VERSION = 1
 #: Above these the client's own timing is not trusted: the step is flagged ``client_bound``.
 CLIENT_CPU_LIMIT_PERCENT = 90.0
-CLIENT_LAG_LIMIT_MS = 5.0
+CLIENT_LAG_LIMIT_MS = 10.0
 
 _SERVER_KEYS = {
     "kv_cache_usage_ratio": "kv_cache_usage_ratio",
@@ -40,6 +41,8 @@ _SERVER_KEYS = {
     "preemptions": "preemptions",
     "generation_tokens": "generation_tokens",
     "prompt_tokens": "prompt_tokens",
+    "estimated_flops": "estimated_flops",
+    "estimated_read_bytes": "estimated_read_bytes",
 }
 
 
@@ -147,6 +150,10 @@ def build_summary(ctx: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
                 tracker.lag_ms.get(w.index, []),
             )
         )
+    peaks = ctx.config.gpu_peaks
+    verdicts = diagnose_steps(steps, peaks=peaks)
+    for step, verdict in zip(steps, verdicts, strict=True):
+        step["verdict"] = verdict
     return {
         "schema_version": SCHEMA_VERSION,
         "tokenload_version": __version__,
@@ -157,6 +164,8 @@ def build_summary(ctx: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
         "config": ctx.config.public_dict(),
         "formulas": FORMULAS,
         "steps": steps,
+        "knee": find_knee(steps, verdicts),
+        "gpu_peaks": peaks,
         "totals": rows[-1] if rows else None,
         "workers": sorted(ctx.workers_seen) or ["local"],
         "scrape_failures": ctx.scraper.failures if ctx.scraper is not None else None,
@@ -186,6 +195,7 @@ _CSV_COLUMNS.append(
     ("server_queue_time_ms_p50", lambda s: ((s["server"] or {}).get("queue_time_ms") or {}).get("p50"))
 )
 _CSV_COLUMNS.append(("client_bound", lambda s: "client_bound" in s["flags"]))
+_CSV_COLUMNS.append(("bottleneck", lambda s: (s.get("verdict") or {}).get("bottleneck")))
 
 
 def steps_csv(summary: dict[str, Any]) -> str:

@@ -1,0 +1,152 @@
+"""Verdicts from per-step data: each rule on hand-built steps (fast), then each saturation regime
+the emulator produces under a real `tokenload sweep` (slow, real processes)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from tokenload.analysis.diagnosis import diagnose_steps, find_knee
+from tokenload.analysis.thresholds import Thresholds
+
+
+def step(c: int, tput: float, ttft: float = 50.0, tpot: float = 20.0, **server) -> dict:
+    srv = {
+        "kv_cache_usage_ratio": {
+            "mean": server.get("kv", 0.1),
+            "max": server.get("kv_max", server.get("kv", 0.1)),
+        },
+        "requests_running": {
+            "mean": server.get("run", float(c)),
+            "max": server.get("run_max", server.get("run", c)),
+        },
+        "requests_waiting": {"mean": server.get("wait", 0.0), "max": server.get("wait", 0.0)},
+        "preemptions": {"increase": server.get("preempt", 0)},
+    }
+    return {
+        "concurrency": c,
+        "output_tokens_per_s": tput,
+        "ttft_ms": {"p50": ttft},
+        "tpot_ms": {"p50": tpot},
+        "requests": {
+            "ok": 100,
+            "failed": server.get("failed", 0),
+            "by_failure_class": server.get("classes", {}),
+        },
+        "server": srv,
+        "client": {"cpu_percent_max": 20, "loop_lag_ms_p99": 1.0},
+        "flags": server.get("flags", []),
+        "measured_s": 10.0,
+    }
+
+
+def names(steps: list[dict], **kw) -> list[str]:
+    return [v["bottleneck"] for v in diagnose_steps(steps, **kw)]
+
+
+def test_scaling_is_none() -> None:
+    assert names([step(1, 100), step(2, 195), step(4, 380)]) == ["none", "none", "none"]
+
+
+def test_kv_capacity() -> None:
+    steps = [
+        step(1, 100),
+        step(4, 390, kv=0.5),
+        step(16, 420, ttft=900, kv=0.8, kv_max=0.97, wait=9, preempt=3),
+    ]
+    verdicts = diagnose_steps(steps)
+    assert [v["bottleneck"] for v in verdicts] == ["none", "none", "kv_capacity"]
+    metrics = {e["metric"] for e in verdicts[2]["evidence"]}
+    assert {"kv_cache_usage_ratio max", "preemptions", "requests_waiting mean"} <= metrics
+    assert any("max_model_len" in a or "concurrency" in a for a in verdicts[2]["advice"])
+    knee = find_knee(steps, verdicts)
+    assert knee["concurrency"] == 16 and knee["last_unsaturated_concurrency"] == 4
+
+
+def test_kv_full_for_admission_below_the_ratio() -> None:
+    # 4 running hold 0.87 of the cache: the next one (0.22) cannot fit although usage < 0.9.
+    steps = [step(1, 100), step(16, 110, kv=0.87, kv_max=0.89, run=4, run_max=4, wait=12)]
+    assert names(steps) == ["none", "kv_capacity"]
+
+
+def test_scheduler_limit() -> None:
+    steps = [step(2, 100), step(16, 120, ttft=2000, kv=0.1, run=4, run_max=4, wait=12)]
+    v = diagnose_steps(steps)[1]
+    assert v["bottleneck"] == "scheduler_limit" and any("max_num_seqs" in a for a in v["advice"])
+
+
+def test_compute_vs_bandwidth_by_latency_growth() -> None:
+    assert names([step(16, 400), step(64, 500, ttft=600, tpot=30)]) == ["none", "compute"]
+    assert names([step(16, 400), step(64, 500, ttft=60, tpot=90)]) == ["none", "memory_bandwidth"]
+
+
+def test_compute_vs_bandwidth_by_utilization_when_peaks_known() -> None:
+    s = step(64, 500, ttft=600, tpot=30)
+    s["server"]["estimated_flops"] = {"increase": 10 * 0.2 * 1e15}
+    s["server"]["estimated_read_bytes"] = {"increase": 10 * 0.8 * 2e12}
+    peaks = {"flops_per_s": 1e15, "bytes_per_s": 2e12}
+    assert names([step(16, 400), s], peaks=peaks) == ["none", "memory_bandwidth"]
+
+
+def test_latency_growth_while_throughput_keeps_up_is_not_saturation() -> None:
+    assert names([step(1, 100, ttft=20), step(4, 400, ttft=80)]) == ["none", "none"]
+
+
+def test_client_and_errors_come_first() -> None:
+    bad_client = step(64, 100, flags=["client_bound"])
+    failing = step(64, 100, failed=20, classes={"http_5xx": 15, "http_429": 5})
+    assert names([step(1, 100), bad_client, failing]) == ["none", "client", "errors"]
+    v = diagnose_steps([step(1, 100), failing])[1]
+    assert "http_5xx" in v["evidence"][0]["rule"]
+
+
+def test_thresholds_are_overridable() -> None:
+    steps = [step(1, 100), step(2, 150)]  # efficiency 0.5
+    assert names(steps) == ["none", "none"]
+    assert names(steps, thresholds=Thresholds.with_overrides({"scaling_efficiency": 0.6})) == [
+        "none",
+        "compute",
+    ]
+    with pytest.raises(ValueError, match="unknown name"):
+        Thresholds.with_overrides({"nope": 1})
+
+
+SCENARIOS = [
+    # (sim args, concurrency, prompt words, output tokens, expected verdicts per step)
+    ("--profile h100-llama3.1-8b", "1,2", 20, 32, ["none", "none"]),
+    ("--profile h100-llama3.1-8b --num-gpu-blocks 400 --max-model-len 4096", "1,4,16", 260, 200,
+     ["none", "none", "kv_capacity"]),
+    ("--profile h100-llama3.1-8b --max-num-seqs 4", "2,16", 20, 64, ["none", "scheduler_limit"]),
+    ("--profile a40-qwen2.5-7b", "8,32,256", 32, 48, ["none", "none", "compute"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("sim_args", "conc", "words", "out", "expected"), SCENARIOS, ids=["none", "kv", "seqs", "compute"]
+)
+def test_emulator_regimes_get_the_right_verdicts(
+    tmp_path: Path, sim_args: str, conc: str, words: int, out: int, expected: list[str]
+) -> None:
+    run_dir = tmp_path / "run"
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "tokenload", "sweep", "--concurrency", conc, "--step-duration", "6",
+            "--warmup", "2", "--prompt-tokens", str(words), "--output-tokens", str(out), "--workers", "0",
+            "--out", str(run_dir), "--metrics-interval", "0.5", "--sim-args", sim_args,
+        ],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    got = [s["verdict"]["bottleneck"] for s in summary["steps"]]
+    assert got == expected, [s["verdict"]["evidence"] for s in summary["steps"]]
+    knee = summary["knee"]
+    if expected[-1] == "none":
+        assert knee is None
+    else:
+        assert knee["bottleneck"] == expected[-1] and knee["step"] == expected.index(expected[-1])

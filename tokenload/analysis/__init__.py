@@ -1,0 +1,1 @@
+"""Analysis of a run: which resource saturated at each step, with the evidence. Pure."""

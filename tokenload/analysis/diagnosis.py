@@ -1,0 +1,259 @@
+"""Per-step verdicts: which resource saturated, the evidence that decided, and what to do.
+
+Labels: ``none`` (still scaling), ``compute`` (prefill-bound), ``memory_bandwidth``
+(decode-bound), ``kv_capacity`` (the KV cache is full), ``scheduler_limit`` (running pinned at
+a cap such as max_num_seqs while the cache has room), ``client`` (the load generator could not
+keep up), ``errors`` (failures crossed their threshold). Input: the steps of ``summary.json``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tokenload.analysis.thresholds import Thresholds
+
+__all__ = ["ADVICE", "BOTTLENECKS", "diagnose_steps", "find_knee"]
+
+BOTTLENECKS = ("none", "compute", "memory_bandwidth", "kv_capacity", "scheduler_limit", "client", "errors")
+
+ADVICE: dict[str, list[str]] = {
+    "none": ["Not saturated at this load: there is headroom; keep raising the load to find the knee."],
+    "compute": [
+        "Prefill compute is the bound: add replicas, or a faster GPU, or tensor parallelism.",
+        "Quantize (FP8 weights and activations) to raise FLOP/s; cap prompt length if long prompts dominate.",
+        "Lower max_num_batched_tokens if TTFT matters more than throughput (smaller prefill chunks).",
+    ],
+    "memory_bandwidth": [
+        "Decode is bound by memory bandwidth: quantize weights and the KV cache (FP8) to move fewer bytes.",
+        "A GPU with more bandwidth (H200 over H100) or tensor parallelism splits the reads.",
+        "Cap context length or concurrency if TPOT must stay under its SLO.",
+    ],
+    "kv_capacity": [
+        "The KV cache is full: cap context length (max_model_len) or concurrency (max_num_seqs).",
+        "Give the cache more memory: raise gpu_memory_utilization, an FP8 KV cache, a larger GPU, or TP.",
+        "Enable prefix caching if prompts share prefixes.",
+    ],
+    "scheduler_limit": [
+        "Running requests are pinned at the scheduler's cap while the KV cache has room: raise max_num_seqs.",
+    ],
+    "client": [
+        "The load generator could not keep up: add workers (tokenload sweep --workers N) or cores; "
+        "this step's latencies are not the server's.",
+    ],
+    "errors": ["Failures crossed the threshold: fix them first; latencies of a failing server mislead."],
+}
+
+
+def _g(d: dict[str, Any] | None, *path: str) -> Any:
+    for p in path:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(p)
+    return d
+
+
+def _ev(metric: str, value: Any, rule: str) -> dict[str, Any]:
+    return {"metric": metric, "value": value, "rule": rule}
+
+
+def _saturation(
+    step: dict[str, Any], prev: dict[str, Any] | None, base: dict[str, Any], th: Thresholds
+) -> list[dict]:
+    """Evidence that this step is saturated (empty: it is not)."""
+    ev = []
+    eff = None
+    if prev is not None:
+        load_prev = prev.get("concurrency") or prev.get("target_rate_rps")
+        load = step.get("concurrency") or step.get("target_rate_rps")
+        t_prev, t = prev.get("output_tokens_per_s") or 0.0, step.get("output_tokens_per_s") or 0.0
+        if load_prev and load and load > load_prev and t_prev > 0:
+            eff = (t / t_prev - 1.0) / (load / load_prev - 1.0)
+            if eff < th.scaling_efficiency:
+                ev.append(
+                    _ev(
+                        "output_tokens_per_s",
+                        round(t, 1),
+                        f"grew {t / t_prev:.2f}x for {load / load_prev:.2f}x the load: scaling efficiency "
+                        f"{eff:.2f} < {th.scaling_efficiency}",
+                    )
+                )
+    # Latency growth alone (prefills of simultaneous arrivals sharing a step) is saturation only
+    # once the throughput stops keeping pace with the load.
+    for m in ("ttft_ms", "tpot_ms"):
+        v, v0 = _g(step, m, "p50"), _g(base, m, "p50")
+        if v and v0 and v / v0 > th.latency_growth and (eff is None or eff < th.scaling_with_latency):
+            ev.append(
+                _ev(f"{m} p50", round(v, 2), f"{v / v0:.1f}x its unloaded {v0:.1f} > {th.latency_growth}x")
+            )
+    if (_g(step, "server", "requests_waiting", "mean") or 0) > th.waiting_mean:
+        ev.append(
+            _ev(
+                "requests_waiting mean",
+                round(_g(step, "server", "requests_waiting", "mean"), 2),
+                f"> {th.waiting_mean}",
+            )
+        )
+    return ev
+
+
+def _which(
+    step: dict[str, Any], base: dict[str, Any], th: Thresholds, peaks: dict[str, float] | None
+) -> tuple[str, list[dict]]:
+    kv_max = _g(step, "server", "kv_cache_usage_ratio", "max")
+    preempt = _g(step, "server", "preemptions", "increase") or 0
+    waiting = _g(step, "server", "requests_waiting", "mean") or 0
+    kv_mean = _g(step, "server", "kv_cache_usage_ratio", "mean")
+    run_mean = _g(step, "server", "requests_running", "mean")
+    # Full for admission: at the threshold, or with less room left than one running request holds.
+    per_request = kv_mean / run_mean if kv_mean is not None and run_mean else None
+    kv_full = kv_max is not None and (
+        kv_max >= th.kv_full_ratio or (per_request is not None and 1.0 - kv_max < per_request)
+    )
+    if preempt > 0 or (kv_full and waiting > th.waiting_mean):
+        rule = f">= {th.kv_full_ratio}"
+        if per_request is not None and kv_max is not None and kv_max < th.kv_full_ratio:
+            rule = f"leaves {1 - kv_max:.3f} free, less than one running request's {per_request:.3f}"
+        ev = [_ev("kv_cache_usage_ratio max", None if kv_max is None else round(kv_max, 3), rule)]
+        if preempt:
+            ev.append(_ev("preemptions", preempt, "> 0: requests evicted and recomputed"))
+        if waiting > th.waiting_mean:
+            ev.append(
+                _ev("requests_waiting mean", round(waiting, 2), f"> {th.waiting_mean}: queued for capacity")
+            )
+        q = _g(step, "server", "queue_time_ms", "mean")
+        if q is not None:
+            ev.append(_ev("queue_time_ms mean", round(q, 1), "time waiting for a slot"))
+        return "kv_capacity", ev
+    run_max = _g(step, "server", "requests_running", "max")
+    conc = step.get("concurrency")
+    if (
+        run_max
+        and run_mean is not None
+        and waiting > th.waiting_mean
+        and (run_max - run_mean) <= th.pinned_spread * run_max
+        and (conc is None or run_max < conc)
+    ):
+        return "scheduler_limit", [
+            _ev(
+                "requests_running",
+                {"max": run_max, "mean": round(run_mean, 2)},
+                "pinned below the offered load",
+            ),
+            _ev(
+                "requests_waiting mean", round(waiting, 2), f"> {th.waiting_mean} while the KV cache has room"
+            ),
+            _ev(
+                "kv_cache_usage_ratio max",
+                None if kv_max is None else round(kv_max, 3),
+                f"< {th.kv_full_ratio}",
+            ),
+        ]
+    # Compute or bandwidth: the server's own FLOP and byte estimates against the GPU's peaks
+    # decide when both are known; otherwise which latency grew more.
+    span = step.get("measured_s") or 0
+    flops = _g(step, "server", "estimated_flops", "increase")
+    rbytes = _g(step, "server", "estimated_read_bytes", "increase")
+    if peaks and span and flops and rbytes:
+        fu = flops / span / peaks["flops_per_s"]
+        bu = rbytes / span / peaks["bytes_per_s"]
+        ev = [
+            _ev(
+                "achieved FLOP/s share of peak",
+                round(fu, 3),
+                "vllm:estimated_flops_per_gpu_total rate / peak",
+            ),
+            _ev(
+                "achieved bandwidth share of peak",
+                round(bu, 3),
+                "vllm:estimated_read_bytes_per_gpu_total rate / peak",
+            ),
+        ]
+        if max(fu, bu) >= th.utilization_bound:
+            return ("compute" if fu >= bu else "memory_bandwidth"), ev
+    g_ttft = _growth(step, base, "ttft_ms")
+    g_tpot = _growth(step, base, "tpot_ms")
+    ev = [
+        _ev("ttft_ms p50 growth", None if g_ttft is None else round(g_ttft, 2), "vs the first step"),
+        _ev("tpot_ms p50 growth", None if g_tpot is None else round(g_tpot, 2), "vs the first step"),
+    ]
+    prefill, decode = (
+        _g(step, "server", "prefill_time_ms", "mean"),
+        _g(step, "server", "decode_time_ms", "mean"),
+    )
+    if prefill is not None and decode:
+        ev.append(
+            _ev(
+                "prefill share of inference time", round(prefill / (prefill + decode), 3), "server histograms"
+            )
+        )
+    if (g_ttft or 0) >= (g_tpot or 0):
+        return "compute", ev
+    return "memory_bandwidth", ev
+
+
+def _growth(step: dict[str, Any], base: dict[str, Any], m: str) -> float | None:
+    v, v0 = _g(step, m, "p50"), _g(base, m, "p50")
+    return v / v0 if v and v0 else None
+
+
+def diagnose_steps(
+    steps: list[dict[str, Any]], thresholds: Thresholds | None = None, peaks: dict[str, float] | None = None
+) -> list[dict[str, Any]]:
+    """One verdict per step: ``{"bottleneck", "saturated", "evidence", "advice"}``."""
+    th = thresholds or Thresholds()
+    out = []
+    base = steps[0] if steps else {}
+    for i, step in enumerate(steps):
+        prev = steps[i - 1] if i else None
+        reqs = step.get("requests") or {}
+        total = (reqs.get("ok") or 0) + (reqs.get("failed") or 0)
+        if "client_bound" in (step.get("flags") or []):
+            c = step.get("client") or {}
+            verdict = (
+                "client",
+                [
+                    _ev("client cpu_percent_max", c.get("cpu_percent_max"), "> 90"),
+                    _ev("client loop_lag_ms_p99", c.get("loop_lag_ms_p99"), "> 10 ms"),
+                ],
+            )
+        elif total and (reqs.get("failed") or 0) / total > th.error_rate:
+            by = reqs.get("by_failure_class") or {}
+            dominant = max(by, key=by.get) if by else None
+            verdict = (
+                "errors",
+                [
+                    _ev(
+                        "failed share",
+                        round(reqs["failed"] / total, 3),
+                        f"> {th.error_rate}; mostly {dominant}",
+                    )
+                ],
+            )
+        else:
+            sat = _saturation(step, prev, base, th)
+            if sat:
+                name, why = _which(step, base, th, peaks)
+                verdict = (name, sat + why)
+            else:
+                verdict = ("none", [])
+        name, evidence = verdict
+        out.append(
+            {"bottleneck": name, "saturated": name != "none", "evidence": evidence, "advice": ADVICE[name]}
+        )
+    return out
+
+
+def find_knee(steps: list[dict[str, Any]], verdicts: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The saturation point: the last step before the first saturated one, and what ran out."""
+    for i, v in enumerate(verdicts):
+        if v["bottleneck"] not in ("none", "client"):
+            last_good = steps[i - 1] if i else None
+            return {
+                "step": i,
+                "concurrency": steps[i].get("concurrency"),
+                "target_rate_rps": steps[i].get("target_rate_rps"),
+                "bottleneck": v["bottleneck"],
+                "last_unsaturated_concurrency": last_good.get("concurrency") if last_good else None,
+                "output_tokens_per_s_at_knee": steps[i].get("output_tokens_per_s"),
+            }
+    return None
