@@ -1,0 +1,214 @@
+"""Container entry points for tokenload's Kubernetes manifests (mounted from a ConfigMap).
+
+    python tokenload_k8s.py master-headless   # Locust master, headless; prints its result at exit
+    python tokenload_k8s.py master-web        # Locust master with the web UI, started by hand
+    python tokenload_k8s.py wait-target       # init container: wait for $LOCUST_HOST's /health
+    python tokenload_k8s.py wait-tcp HOST:PORT  # init container: wait until HOST:PORT accepts
+
+Locust reads its own options from ``LOCUST_*`` variables (the ``tokenload-run`` ConfigMap).
+tokenload's options have no variables of their own, so this script turns ``TOKENLOAD_*``
+variables into flags; an unset or empty variable leaves tokenload's default. The API key is
+never a flag: the pod gets it from a Secret, in the variable ``--api-key-env`` names.
+
+Standard library only: it runs in the tokenload image before anything else is known to work.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+# TOKENLOAD_* variable -> tokenload's flag (only passed when the variable is set and not empty).
+FLAGS = {
+    "TOKENLOAD_MODEL": "--model",
+    "TOKENLOAD_PROMPT_TOKENS": "--prompt-tokens",
+    "TOKENLOAD_OUTPUT_TOKENS": "--output-tokens",
+    "TOKENLOAD_TTFT_TIMEOUT": "--ttft-timeout",
+    "TOKENLOAD_STALL_TIMEOUT": "--stall-timeout",
+    "TOKENLOAD_METRICS_INTERVAL": "--metrics-interval",
+    # the step shapes (locustfiles/staircase.py)
+    "TOKENLOAD_CONCURRENCY": "--concurrency",
+    "TOKENLOAD_STEP_DURATION": "--step-duration",
+    "TOKENLOAD_WARMUP": "--warmup",
+}
+
+Resolver = Callable[..., Sequence[Any]]
+
+
+def log(message: str) -> None:
+    print(f"tokenload-k8s: {message}", file=sys.stderr, flush=True)
+
+
+def env(name: str, default: str = "") -> str:
+    return os.environ.get(name, "").strip() or default
+
+
+def run_dir() -> Path:
+    """``$TOKENLOAD_RESULTS_DIR/$TOKENLOAD_RUN_NAME``; the run name defaults to the pod's name."""
+    name = env("TOKENLOAD_RUN_NAME") or env("HOSTNAME") or "run"
+    return Path(env("TOKENLOAD_RESULTS_DIR", "/results")) / name
+
+
+def discover_metrics_urls(spec: str, resolve: Resolver = socket.getaddrinfo) -> list[str]:
+    """``HOST:PORT[/PATH]`` of a headless Service -> one ``http://IP:PORT/PATH`` per ready replica.
+
+    A headless Service's name resolves to the addresses of its ready pods, so each replica is
+    scraped on its own instead of a different one behind a load-balanced name at every scrape.
+    """
+    hostport, slash, path = spec.partition("/")
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"TOKENLOAD_METRICS_DISCOVER must be HOST:PORT[/PATH], got {spec!r}")
+    path = "/" + path if slash else "/metrics"
+    addresses = sorted({info[4][0] for info in resolve(host, int(port), type=socket.SOCK_STREAM)})
+    return [f"http://[{a}]:{port}{path}" if ":" in a else f"http://{a}:{port}{path}" for a in addresses]
+
+
+def metrics_urls(resolve: Resolver = socket.getaddrinfo, retry_s: float = 60.0) -> list[str]:
+    urls = [u.strip() for u in env("TOKENLOAD_METRICS_URLS").split(",") if u.strip()]
+    spec = env("TOKENLOAD_METRICS_DISCOVER")
+    if not spec:
+        return urls
+    deadline = time.monotonic() + retry_s
+    while True:
+        try:
+            found = discover_metrics_urls(spec, resolve)
+        except OSError as exc:
+            found, error = [], str(exc)
+        else:
+            error = "no addresses"
+        if found:
+            log(f"scraping {len(found)} replica(s) found through {spec}: {', '.join(found)}")
+            return urls + found
+        if time.monotonic() >= deadline:
+            raise SystemExit(
+                f"tokenload-k8s: TOKENLOAD_METRICS_DISCOVER={spec}: {error} (is the headless Service "
+                "selecting ready pods?); clear the variable to scrape the host's /metrics instead"
+            )
+        time.sleep(2.0)
+
+
+def locust_argv(role: str, directory: Path, urls: Sequence[str]) -> list[str]:
+    """The master's command line; Locust's own options come from its LOCUST_* variables."""
+    argv = ["locust", "--master", "--run-dir", str(directory), "--csv", str(directory / "locust")]
+    if role == "master-headless":
+        # --headless, not --autostart: a headless master sends its workers "quit" when the run ends
+        # (Locust 2.47's autostart master forgets stopped workers, which then wait 60 s to exit).
+        argv += ["--headless", "--html", str(directory / "report.html")]
+    for name, flag in FLAGS.items():
+        if env(name):
+            argv += [flag, env(name)]
+    if urls:
+        argv += ["--metrics-url", ",".join(urls)]
+    argv += shlex.split(env("TOKENLOAD_EXTRA_ARGS"))
+    return argv
+
+
+def compact_json(path: Path) -> str | None:
+    try:
+        return json.dumps(json.loads(path.read_text()), separators=(",", ":"), sort_keys=False)
+    except (OSError, ValueError):
+        return None
+
+
+def master(role: str, resolve: Resolver = socket.getaddrinfo) -> int:
+    directory = run_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    argv = locust_argv(role, directory, metrics_urls(resolve))
+    log("run directory " + str(directory))
+    log("exec " + shlex.join(argv))
+    if role == "master-web":
+        sys.stdout.flush()
+        os.execvp(argv[0], argv)
+
+    proc = subprocess.Popen(argv)
+
+    def forward(signum: int, _frame: Any) -> None:
+        if proc.poll() is None:
+            proc.send_signal(signum)  # Locust writes its results on SIGTERM
+        else:
+            raise SystemExit(128 + signum)  # already done: do not hold on
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    rc = proc.wait()
+    hold_s = float(env("TOKENLOAD_HOLD_S", "0"))
+    if hold_s > 0:
+        log(f"holding {hold_s:g} s: kubectl cp {env('HOSTNAME', '<pod>')}:{directory} ./results")
+    result = directory / env("TOKENLOAD_RESULT_FILE", "llm_stats.json")
+    line = compact_json(result)
+    if line is None:
+        log(f"no readable {result} (locust exited {rc})")
+        rc = rc or 1
+    else:
+        print(line, flush=True)  # the last line of the log: kubectl logs job/tokenload-master --tail=1
+    if hold_s > 0:
+        time.sleep(hold_s)
+    return rc
+
+
+def wait_http(url: str, timeout_s: float, interval_s: float = 2.0) -> int:
+    deadline = time.monotonic() + timeout_s
+    last = ""
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                if response.status == 200:
+                    log(f"{url} is ready")
+                    return 0
+                last = f"HTTP {response.status}"
+        except urllib.error.HTTPError as exc:
+            last = f"HTTP {exc.code}"
+        except (OSError, ValueError) as exc:
+            last = str(exc)
+        if time.monotonic() >= deadline:
+            log(f"{url} not ready after {timeout_s:g} s: {last}")
+            return 1
+        time.sleep(interval_s)
+
+
+def wait_tcp(hostport: str, timeout_s: float, interval_s: float = 2.0) -> int:
+    host, _, port = hostport.rpartition(":")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with socket.create_connection((host, int(port)), timeout=5):
+                log(f"{hostport} accepts connections")
+                return 0
+        except OSError as exc:
+            last = str(exc)
+        if time.monotonic() >= deadline:
+            log(f"{hostport} not reachable after {timeout_s:g} s: {last}")
+            return 1
+        time.sleep(interval_s)
+
+
+def main(argv: Sequence[str]) -> int:
+    command = argv[0] if argv else ""
+    if command in ("master-headless", "master-web"):
+        return master(command)
+    if command == "wait-target":
+        timeout_s = float(env("TOKENLOAD_WAIT_TARGET_S", "300"))
+        if timeout_s <= 0:
+            return 0
+        url = env("LOCUST_HOST").rstrip("/") + env("TOKENLOAD_WAIT_TARGET_PATH", "/health")
+        return wait_http(url, timeout_s)
+    if command == "wait-tcp" and len(argv) == 2:
+        return wait_tcp(argv[1], float(env("TOKENLOAD_WAIT_MASTER_S", "1200")))
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

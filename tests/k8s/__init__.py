@@ -1,0 +1,1 @@
+"""Checks of k8s/ and the Dockerfile that need no cluster."""

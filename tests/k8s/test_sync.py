@@ -1,0 +1,93 @@
+"""What k8s/ copies or describes stays in step with its source: the locustfiles (kustomize can only
+read files under its root, so k8s/base keeps copies), the Grafana dashboard and its ConfigMap,
+the README's list of overlays."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import yaml
+
+from tests.k8s import manifests
+from tests.k8s.manifests import K8S, ROOT
+
+DASHBOARD = K8S / "grafana" / "tokenload-dashboard.json"
+
+
+def test_the_locustfile_copies_are_identical_to_the_repositorys() -> None:
+    source = {p.name: p.read_bytes() for p in (ROOT / "locustfiles").glob("*.py")}
+    copies = {p.name: p.read_bytes() for p in (K8S / "base" / "locustfiles").glob("*.py")}
+    assert source, "no locustfiles/*.py"
+    assert sorted(copies) == sorted(source), "copy locustfiles/*.py to k8s/base/locustfiles/ (and list it)"
+    for name in source:
+        assert copies[name] == source[name], (
+            f"k8s/base/locustfiles/{name} differs: cp locustfiles/{name} k8s/base/locustfiles/"
+        )
+
+
+def test_every_copy_is_in_the_configmap() -> None:
+    data = yaml.safe_load((K8S / "base" / "kustomization.yaml").read_text())
+    [generator] = [g for g in data["configMapGenerator"] if g["name"] == "tokenload-locustfiles"]
+    listed = sorted(generator["files"])
+    assert listed == sorted(f"locustfiles/{p.name}" for p in (K8S / "base" / "locustfiles").glob("*.py"))
+    env = (K8S / "base" / "run.env").read_text()
+    default = re.search(r"^LOCUST_LOCUSTFILE=/etc/tokenload/(\S+)$", env, re.MULTILINE)
+    assert default and default.group(1) in listed
+
+
+def test_the_dashboard_is_a_valid_grafana_dashboard() -> None:
+    dashboard = json.loads(DASHBOARD.read_text())
+    assert dashboard["uid"] and dashboard["title"] and isinstance(dashboard["schemaVersion"], int)
+    variables = {v["name"] for v in dashboard["templating"]["list"]}
+    panels = dashboard["panels"]
+    assert len({p["id"] for p in panels}) == len(panels), "panel ids must be unique"
+    for panel in panels:
+        grid = panel["gridPos"]
+        assert grid["x"] >= 0 and grid["x"] + grid["w"] <= 24 and grid["h"] > 0
+        assert panel["datasource"]["uid"].strip("${}") in variables
+        refs = [t["refId"] for t in panel["targets"]]
+        assert refs and len(set(refs)) == len(refs)
+        for target in panel["targets"]:
+            expr = target["expr"]
+            assert expr.count("(") == expr.count(")") and expr.count("[") == expr.count("]"), expr
+            assert expr.count("{") == expr.count("}"), expr
+            for var in re.findall(r"\$(\w+)", expr):
+                assert var in variables or var.startswith("__"), f"{expr}: ${var} is not defined"
+
+
+def test_the_dashboard_shows_the_vllm_saturation_signals() -> None:
+    exprs = [t["expr"] for p in json.loads(DASHBOARD.read_text())["panels"] for t in p["targets"]]
+
+    def some(pattern: str) -> bool:
+        return any(re.search(pattern, e) for e in exprs)
+
+    assert some(r"vllm:kv_cache_usage_perc\b")
+    assert some(r"vllm:num_requests_running\b")
+    assert some(r"vllm:num_requests_waiting\b")
+    assert some(r"rate\(vllm:num_preemptions_total\b")
+    for histogram in ("vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds"):
+        assert some(rf"histogram_quantile\(0\.\d+, sum by \(le\) \(rate\({histogram}_bucket\b"), histogram
+
+
+def test_the_dashboard_configmap_carries_the_file_and_the_sidecar_label(kubectl: str) -> None:
+    docs = manifests.render_cached(kubectl, K8S / "overlays" / "monitoring")
+    [configmap] = [d for d in docs if d["kind"] == "ConfigMap"]
+    assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert configmap["data"] == {DASHBOARD.name: DASHBOARD.read_text()}
+
+
+def test_the_readme_covers_every_overlay_and_component() -> None:
+    readme = (K8S / "README.md").read_text()
+    for directory in [*manifests.kustomizations(), *manifests.components()]:
+        path = directory.relative_to(K8S).as_posix()
+        assert path in readme, f"k8s/README.md does not mention {path}"
+
+
+def test_the_entry_script_compiles_and_is_in_its_configmap() -> None:
+    script = K8S / "base" / "scripts" / "tokenload_k8s.py"
+    compile(script.read_text(), str(script), "exec")
+    data = yaml.safe_load((K8S / "base" / "kustomization.yaml").read_text())
+    [generator] = [g for g in data["configMapGenerator"] if g["name"] == "tokenload-scripts"]
+    assert [Path(f).name for f in generator["files"]] == [script.name]

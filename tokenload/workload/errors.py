@@ -1,0 +1,20 @@
+"""The one error type of the workload layer: a single line naming the file, row or field at fault."""
+
+from __future__ import annotations
+
+__all__ = ["WorkloadError", "describe"]
+
+
+class WorkloadError(ValueError):
+    """A workload cannot be built; ``str()`` is one line meant for the user, never a traceback."""
+
+    def __init__(self, message: str) -> None:
+        # A multi-line message would break the one-line contract of the command line.
+        super().__init__(" ".join(message.split()) if "\n" in message else message)
+
+
+def describe(value: object, limit: int = 60) -> str:
+    """A short, one-line rendering of a bad value for an error message."""
+    text = repr(value)
+    text = text.replace("\n", "\\n")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
