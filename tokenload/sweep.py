@@ -21,6 +21,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from tokenload.loadgen.options import length_spec
 from tokenload.loadgen.steps import StepSpecError, parse_concurrency_list, staircase
 from tokenload.results.rundir import make_run_dir
 from tokenload.serving.process import ServerProcess
@@ -55,8 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--warmup", type=float, default=0.2, help="start of each step left out: fraction (<1) or seconds"
     )
-    p.add_argument("--prompt-tokens", type=int, default=128)
-    p.add_argument("--output-tokens", type=int, default=64)
+    p.add_argument(
+        "--prompt-tokens", default="128", help="a length (in the target's tokens) or a distribution"
+    )
+    p.add_argument("--output-tokens", default="64", help="a length or a distribution, as --prompt-tokens")
     p.add_argument("--endpoint", choices=["chat", "completions"], default="completions")
     p.add_argument("--model", default="")
     p.add_argument("--workers", type=int, default=1, help="worker processes; 0 runs one local process")
@@ -83,10 +86,11 @@ def _check(args: argparse.Namespace) -> list[int]:
     except StepSpecError as exc:
         raise SweepError(str(exc)) from None
     for name in ("prompt_tokens", "output_tokens"):
-        if getattr(args, name) < 1:
-            raise SweepError(
-                f"--{name.replace('_', '-')}: expected an integer >= 1, got {getattr(args, name)}"
-            )
+        option = "--" + name.replace("_", "-")
+        try:
+            length_spec(option)(getattr(args, name))
+        except argparse.ArgumentTypeError as exc:
+            raise SweepError(f"{option}: {exc}") from None
     if args.workers < 0:
         raise SweepError(f"--workers: expected 0 or more worker processes, got {args.workers}")
     if args.metrics_interval <= 0:

@@ -24,7 +24,7 @@ class Thresholds:
     #: Mean waiting requests above which requests count as queued.
     waiting_mean: float = 0.5
     #: Running requests pinned: max - mean below this share of max while requests wait.
-    pinned_spread: float = 0.1
+    pinned_spread: float = 0.25
     #: Achieved share of the GPU's peak FLOP/s or bandwidth that counts as the bound (when known).
     utilization_bound: float = 0.6
 

@@ -120,12 +120,19 @@ class StreamTarget:
 
     def get(self, path: str, timeout_s: float | None = None) -> tuple[int, bytes]:
         """A plain GET (/v1/models, /metrics): status and body, bounded by ``timeout_s`` per read."""
+        return self._plain("GET", path, b"", timeout_s)
+
+    def post(self, path: str, body: bytes, timeout_s: float | None = None) -> tuple[int, bytes]:
+        """A plain JSON POST (/tokenize): status and body."""
+        return self._plain("POST", path, body, timeout_s)
+
+    def _plain(self, method: str, path: str, body: bytes, timeout_s: float | None) -> tuple[int, bytes]:
         sock = self._pool.get_socket()
         resp = _Response()
         ok = False
         try:
             sock.settimeout(timeout_s or self.timeouts.connect_s)
-            sock.sendall(self._request_bytes("GET", path, b""))
+            sock.sendall(self._request_bytes(method, path, body))
             while not resp.message_complete:
                 data = sock.recv(_RECV_BYTES)
                 if not data:

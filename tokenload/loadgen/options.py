@@ -11,18 +11,27 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["RunConfig", "add_arguments", "run_config"]
+__all__ = ["RunConfig", "add_arguments", "length_spec", "run_config"]
 
 
-def _int_at_least(minimum: int):
-    def parse(text: str) -> int:
+def length_spec(option: str):
+    def parse(text: str) -> str:
+        text = str(text).strip()
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
-        return value
+            pass
+        else:
+            if value < 1:
+                raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+            return text
+        from tokenload.workload.errors import WorkloadError
+
+        try:
+            parselength_spec(text, option)
+        except WorkloadError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{option}: ")) from None
+        return text
 
     return parse
 
@@ -49,10 +58,29 @@ def add_arguments(parser: Any) -> None:
         help="Name of the environment variable holding the API key (the key itself is never an option)",
     )
     g.add_argument(
-        "--prompt-tokens", type=_int_at_least(1), default=128, help="Synthetic prompt length, tokens"
+        "--prompt-tokens",
+        type=length_spec("--prompt-tokens"),
+        default="128",
+        help="Prompt length in the target's tokens: 512, or a distribution uniform:64-256, normal:512,128, "
+        "lognormal:mean=512,sigma=0.6, empirical:FILE (exact through the server's /tokenize when it has one)",
     )
     g.add_argument(
-        "--output-tokens", type=_int_at_least(1), default=64, help="Output length (max_tokens), tokens"
+        "--output-tokens",
+        type=length_spec("--output-tokens"),
+        default="64",
+        help="Output length (max_tokens), a number or a distribution as --prompt-tokens",
+    )
+    g.add_argument(
+        "--length-method",
+        choices=["auto", "tokenize", "tokenizer_file", "estimate", "token_ids"],
+        default="auto",
+        help="How prompt lengths are made exact: auto = /tokenize when the server has it, else an estimate",
+    )
+    g.add_argument(
+        "--workload",
+        default="",
+        help="A YAML run file whose 'workload:' section chooses datasets, shared prefixes, conversations, "
+        "length distributions (overrides --prompt-tokens/--output-tokens)",
     )
     g.add_argument(
         "--natural-stop",
@@ -97,8 +125,11 @@ def add_arguments(parser: Any) -> None:
 class RunConfig:
     model: str
     api_key_env: str
-    prompt_tokens: int
-    output_tokens: int
+    #: Length specs (``128`` or a distribution such as ``uniform:64-256``), in the target's tokens.
+    prompt_tokens: str
+    output_tokens: str
+    length_method: str
+    workload_file: str
     natural_stop: bool
     ttft_timeout_s: float
     stall_timeout_s: float
@@ -128,8 +159,10 @@ def run_config(options: Any) -> RunConfig:
     return RunConfig(
         model=opt("model", ""),
         api_key_env=opt("api_key_env", "OPENAI_API_KEY"),
-        prompt_tokens=int(opt("prompt_tokens", 128)),
-        output_tokens=int(opt("output_tokens", 64)),
+        prompt_tokens=str(opt("prompt_tokens", "128")),
+        output_tokens=str(opt("output_tokens", "64")),
+        length_method=opt("length_method", "auto"),
+        workload_file=opt("workload", ""),
         natural_stop=bool(opt("natural_stop", False)),
         ttft_timeout_s=float(opt("ttft_timeout", 120.0)),
         stall_timeout_s=float(opt("stall_timeout", 30.0)),

@@ -65,6 +65,8 @@ class RunContext:
         self.planned_steps: list[Step] = []
         self.health: HealthMonitor | None = None
         self.workers_seen: set[str] = set()
+        #: Per-process objects other modules build once (the workload planner).
+        self.extras: dict[Any, Any] = {}
 
     @property
     def config(self) -> RunConfig:

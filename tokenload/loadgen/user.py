@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import locust  # noqa: F401  (gevent patches sockets before anything below is imported)
 from locust import User, constant, task
+from locust.exception import StopUser
 
 import json
 import logging
@@ -18,11 +19,11 @@ from gevent import GreenletExit
 
 from tokenload.client.http_stream import StreamTarget, Timeouts
 from tokenload.client.openai_stream import StreamState, build_request_body
-from tokenload.loadgen import plugin
+from tokenload.loadgen import plugin, workload
 from tokenload.metrics.definitions import compute_timing
 from tokenload.metrics.failures import RequestFailure
 from tokenload.metrics.records import make_record
-from tokenload.workload.synthetic import synthetic_prompt
+from tokenload.workload.errors import WorkloadError
 
 __all__ = ["ChatUser", "CompletionsUser", "LLMUser"]
 
@@ -51,7 +52,7 @@ class LLMUser(User):
             api_key=cfg.api_key,
             timeouts=Timeouts(ttft_s=cfg.ttft_timeout_s, stall_s=cfg.stall_timeout_s),
         )
-        self._prompt_seq = 0
+        self._requested_input_tokens: int | None = None
 
     def on_stop(self) -> None:
         self.target.close()
@@ -72,23 +73,36 @@ class LLMUser(User):
         return self.ctx.model
 
     def next_request(self, model: str) -> bytes:
-        """The body of the next request; the default is a synthetic prompt of fixed length."""
-        cfg = self.cfg
-        self._prompt_seq += 1
-        prompt = synthetic_prompt(cfg.prompt_tokens, seed=hash((id(self), self._prompt_seq)) & 0xFFFFFFFF)
+        """The body of the next request, from the run's workload (``--prompt-tokens`` and
+        ``--output-tokens`` in the target's own tokens, or a ``--workload`` file)."""
+        planner = workload.planner_for(self.ctx, self.chat, self.host, self.cfg.api_key, model)
+        req = planner.next()
+        self._requested_input_tokens = req.input_tokens if req.exact else None
+        prompt, messages = req.prompt, None
+        if isinstance(prompt, list) and prompt and isinstance(prompt[0], dict):
+            prompt, messages = None, req.prompt
         return build_request_body(
             chat=self.chat,
             model=model,
             prompt=prompt,
-            max_tokens=cfg.output_tokens,
-            ignore_eos=not cfg.natural_stop,
+            messages=messages,
+            max_tokens=req.max_tokens,
+            ignore_eos=not self.cfg.natural_stop,
             temperature=0.0,
         )
 
     @task
     def generate(self) -> None:
         model = self.model() or "unknown"
-        self.send(self.next_request(model))
+        try:
+            body = self.next_request(model)
+        except WorkloadError as exc:
+            # A workload that cannot produce requests (a bad dataset, lengths the model cannot
+            # take) ends the run with one line; it is not a server failure.
+            log.error("tokenload: %s", exc)
+            self.environment.runner.quit()
+            raise StopUser() from None
+        self.send(body)
 
     def send(self, body: bytes, name: str | None = None) -> dict[str, Any]:
         """Make one streamed request, fire its Locust event, return its record."""
@@ -116,6 +130,7 @@ class LLMUser(User):
             response_id=state.response_id,
             step=step,
             phase=phase,
+            requested_input_tokens=self._requested_input_tokens,
             timing=timing,
             failure_class=out.failure_class,
             http_status=out.http_status,

@@ -1,0 +1,93 @@
+"""The workload layer wired to the target: one :class:`RequestPlanner` per process and API,
+with the server's ``/tokenize`` as the token counter when it has one.
+
+``auto`` lengths fall back to an estimate (records say ``exact: false``) with one warning when
+the target has no ``/tokenize``; ``--length-method tokenize`` makes that an error instead.
+"""
+
+from __future__ import annotations
+
+import locust  # noqa: F401  (gevent patches sockets before anything below is imported)
+from locust.runners import WorkerRunner
+
+import json
+import logging
+from typing import Any
+
+import gevent.lock
+
+from tokenload.client.http_stream import StreamTarget
+from tokenload.workload.errors import WorkloadError
+from tokenload.workload.plan import RequestPlanner
+from tokenload.workload.spec import WorkloadSpec, load_workload_file, parse_workload
+from tokenload.workload.tokenize_api import TokenizeClient
+
+__all__ = ["load_spec", "planner_for"]
+
+log = logging.getLogger("tokenload")
+_lock = gevent.lock.Semaphore()
+
+
+def load_spec(cfg: Any) -> WorkloadSpec:
+    """The run's workload: the ``--workload`` file, else the length options. Raises WorkloadError
+    with one line naming the file or option."""
+    if cfg.workload_file:
+        return load_workload_file(cfg.workload_file)
+    data = {
+        "input_tokens": cfg.prompt_tokens,
+        "output_tokens": cfg.output_tokens,
+        "length_method": cfg.length_method,
+    }
+    return parse_workload(data, source="options")
+
+
+def planner_for(ctx: Any, chat: bool, host: str, api_key: str | None, model: str) -> RequestPlanner:
+    """This process's planner for the chat or the completions API (built once, on first use)."""
+    key = ("planner", chat)
+    cached = ctx.extras.get(key)
+    if cached is not None:
+        return cached
+    with _lock:
+        cached = ctx.extras.get(key)
+        if cached is None:
+            cached = ctx.extras[key] = _build(ctx, chat, host, api_key, model)
+    return cached
+
+
+def _build(ctx: Any, chat: bool, host: str, api_key: str | None, model: str) -> RequestPlanner:
+    spec = load_spec(ctx.config)
+    counter: TokenizeClient | None = None
+    max_model_len = None
+    if spec.length_method in ("auto", "tokenize") and not spec.tokenizer_file:
+        target = StreamTarget(host, api_key=api_key, pool_size=8)
+        client = TokenizeClient(lambda payload: target.post("/tokenize", json.dumps(payload).encode()), model)
+        try:
+            client("probe")
+            counter, max_model_len = client, client.max_model_len
+        except WorkloadError as exc:
+            if spec.length_method == "tokenize":
+                raise
+            log.warning("tokenload: %s: prompt lengths are estimates (records say exact=false)", exc)
+    runner = ctx.environment.runner
+    worker_index, n_workers = 0, 1
+    if isinstance(runner, WorkerRunner):
+        worker_index = max(runner.worker_index, 0)
+        n_workers = max(
+            int(getattr(ctx.environment.parsed_options, "expect_workers", 1) or 1), worker_index + 1
+        )
+    planner = RequestPlanner(
+        spec,
+        chat=chat,
+        worker_index=worker_index,
+        n_workers=n_workers,
+        count_tokens=counter,
+        max_model_len=max_model_len,
+        model=model,
+    )
+    log.info(
+        "tokenload: workload %s, lengths %s (%s)",
+        spec.kind,
+        "exact" if planner.maker.exact else "estimated",
+        planner.maker.method,
+    )
+    return planner
