@@ -28,7 +28,7 @@ def length_spec(option: str):
         from tokenload.workload.errors import WorkloadError
 
         try:
-            parselength_spec(text, option)
+            parse_length_spec(text, option)
         except WorkloadError as exc:
             raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{option}: ")) from None
         return text
