@@ -26,6 +26,7 @@ def length_spec(option: str):
                 raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
             return text
         from tokenload.workload.errors import WorkloadError
+        from tokenload.workload.lengths import parse_length_spec
 
         try:
             parse_length_spec(text, option)
