@@ -1,48 +1,84 @@
-"""``tokenload demo``: start a local streaming target, run a short headless Locust test with the
-LLM user against it, and print the LLM metrics table. No GPU, no network beyond loopback."""
+"""``tokenload demo`` (``make demo``): the reference experiments against the built-in emulator.
+
+1. Prompt length at concurrency 1 (121, 511, 2041, 8191 tokens in, 64 out), next to the
+   published vLLM 0.6.6 / A40 / Qwen2.5-7B measurements the emulator's default profile models.
+2. A concurrency staircase with short prompts, then with long prompts, each with the per-step
+   verdict (what saturated) and the run directory.
+
+Everything runs on loopback with no GPU, in a few minutes on 2 cores.
+"""
 
 from __future__ import annotations
 
 import argparse
-import shutil
+import json
 import subprocess
 import sys
 from pathlib import Path
 
-from tokenload.results.rundir import make_run_dir
-from tokenload.serving.process import ServerProcess
+from tokenload.results.rundir import DEFAULT_REPORTS_DIR, new_run_id
 
 __all__ = ["main"]
+
+#: Published measurements (llm-inference-lab write-up: vLLM 0.6.6.post1, Qwen2.5-7B-Instruct,
+#: one A40, concurrency 1, 64 output tokens): input tokens -> (TTFT ms, TPOT ms).
+REFERENCE = {121: (37.3, 29.07), 511: (73.6, 28.86), 2041: (261.8, 28.96), 8191: (1736.0, 30.70)}
+
+
+def _sweep(out: Path, *args: str) -> dict | None:
+    cmd = [sys.executable, "-m", "tokenload", "sweep", "--workers", "0", "--out", str(out), *args]
+    print("$ tokenload sweep " + " ".join(cmd[5:]), flush=True)
+    rc = subprocess.call(cmd)
+    path = out / "summary.json"
+    if rc not in (0, 1) or not path.exists():
+        print(f"tokenload demo: the sweep failed (exit {rc}); see {out}", file=sys.stderr)
+        return None
+    return json.loads(path.read_text())
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="tokenload demo", description=__doc__)
-    p.add_argument("--users", type=int, default=16)
-    p.add_argument("--run-time", default="15s")
-    p.add_argument("--locustfile", default="locustfiles/chat.py")
+    p.add_argument("--quick", action="store_true", help="shorter steps (a smoke run)")
     args = p.parse_args(argv)
-    locustfile = Path(args.locustfile)
-    if not locustfile.exists():
-        print(
-            f"tokenload demo: --locustfile: {locustfile} does not exist (run from the repository root)",
-            file=sys.stderr,
-        )
-        return 2
-    run_dir = make_run_dir(None)
-    locust_bin = shutil.which("locust", path=str(Path(sys.executable).parent)) or "locust"
-    target = ["-m", "tokenload.sim", "--port", "0", "--trace", str(run_dir / "server_trace.jsonl")]
-    with ServerProcess(target, log_path=run_dir / "target.log") as srv:
-        print(f"target: tokenload sim (vLLM emulator, A40 / Qwen2.5-7B profile) at {srv.url}", flush=True)
-        cmd = [
-            locust_bin, "-f", str(locustfile), "--host", srv.url, "--headless", "--only-summary",
-            "-u", str(args.users), "-r", str(args.users), "-t", args.run_time, "--stop-timeout", "10",
-            "--run-dir", str(run_dir), "--prompt-tokens", "256", "--output-tokens", "64",
-            "--html", str(run_dir / "locust.html"), "--csv", str(run_dir / "locust"),
-        ]  # fmt: skip
-        print("running:", " ".join(cmd), flush=True)
-        rc = subprocess.call(cmd)
-    print(f"\nrun directory: {run_dir}")
-    return rc
+    base = Path(DEFAULT_REPORTS_DIR) / f"demo-{new_run_id()}"
+    step_s = "6" if args.quick else "12"
+
+    print("== 1. Prompt length at concurrency 1 (preset v0, as the reference's vLLM 0.6.6) ==", flush=True)
+    rows = []
+    for n in REFERENCE:
+        s = _sweep(
+            base / f"context-{n}", "--concurrency", "1", "--step-duration", "8" if n < 8191 else "14",
+            "--warmup", "0.25", "--prompt-tokens", str(n), "--output-tokens", "64",
+            "--sim-args", "--preset v0 --max-model-len 16384",
+        )  # fmt: skip
+        if s is None:
+            return 1
+        step = s["steps"][0]
+        rows.append((n, step["ttft_ms"]["p50"], step["tpot_ms"]["p50"], *REFERENCE[n]))
+    print(
+        f"\n{'input tokens':>12} {'TTFT p50 ms':>12} {'reference':>10} {'TPOT p50 ms':>12} {'reference':>10}"
+    )
+    for n, ttft, tpot, rttft, rtpot in rows:
+        print(f"{n:>12} {ttft:>12.1f} {rttft:>10.1f} {tpot:>12.2f} {rtpot:>10.2f}")
+
+    print("\n== 2. Concurrency staircase, short prompts (128 in, 64 out) ==", flush=True)
+    short = _sweep(
+        base / "concurrency-short", "--concurrency", "1,4,16,64,256", "--step-duration", step_s,
+        "--prompt-tokens", "128", "--output-tokens", "64",
+    )  # fmt: skip
+    print("\n== 3. Concurrency staircase, long prompts (4096 in, 64 out) ==", flush=True)
+    long_step_s = "10" if args.quick else "15"
+    long = _sweep(
+        base / "concurrency-long", "--concurrency", "1,2,4,8", "--step-duration", long_step_s,
+        "--prompt-tokens", "4096", "--output-tokens", "64",
+    )  # fmt: skip
+    if short is None or long is None:
+        return 1
+    print(f"\nall runs: {base}/")
+    for name in ("concurrency-short", "concurrency-long"):
+        html = base / name / "report.html"
+        print(f"  {name}: {html if html.exists() else base / name / 'summary.json'}")
+    return 0
 
 
 if __name__ == "__main__":

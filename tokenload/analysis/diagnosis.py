@@ -62,7 +62,7 @@ def _saturation(
     """Evidence that this step is saturated (empty: it is not)."""
     ev = []
     eff = None
-    if prev is not None:
+    if prev is not None and _completed(prev) >= th.min_completed and _completed(step) >= th.min_completed:
         load_prev = prev.get("concurrency") or prev.get("target_rate_rps")
         load = step.get("concurrency") or step.get("target_rate_rps")
         t_prev, t = prev.get("output_tokens_per_s") or 0.0, step.get("output_tokens_per_s") or 0.0
@@ -191,6 +191,14 @@ def _which(
     return "memory_bandwidth", ev
 
 
+def _completed(step: dict[str, Any]) -> float:
+    return (
+        (step.get("requests_per_s") or 0.0) * (step.get("measured_s") or 0.0)
+        if "requests_per_s" in step
+        else 1e9
+    )
+
+
 def _growth(step: dict[str, Any], base: dict[str, Any], m: str) -> float | None:
     v, v0 = _g(step, m, "p50"), _g(base, m, "p50")
     return v / v0 if v and v0 else None
@@ -237,9 +245,20 @@ def diagnose_steps(
             else:
                 verdict = ("none", [])
         name, evidence = verdict
-        out.append(
-            {"bottleneck": name, "saturated": name != "none", "evidence": evidence, "advice": ADVICE[name]}
-        )
+        verdict_out = {
+            "bottleneck": name,
+            "saturated": name != "none",
+            "evidence": evidence,
+            "advice": ADVICE[name],
+        }
+        if _completed(step) < th.min_completed:
+            # Too few requests ended inside the step to judge its throughput: say so.
+            verdict_out["low_sample"] = True
+            evidence.append(
+                _ev("requests completed in the step", round(_completed(step), 1),
+                    f"< {th.min_completed}: lengthen --step-duration; throughput not judged")
+            )  # fmt: skip
+        out.append(verdict_out)
     return out
 
 

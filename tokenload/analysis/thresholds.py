@@ -25,6 +25,8 @@ class Thresholds:
     waiting_mean: float = 0.5
     #: Running requests pinned: max - mean below this share of max while requests wait.
     pinned_spread: float = 0.25
+    #: Fewer requests than this completing inside a step: its throughput is not judged.
+    min_completed: float = 3.0
     #: Achieved share of the GPU's peak FLOP/s or bandwidth that counts as the bound (when known).
     utilization_bound: float = 0.6
 
