@@ -47,6 +47,7 @@ class EngineLoop:
         self.steps = 0
         #: Smoothed CPU time of completing a step and formatting its chunks, done ahead of ``due``.
         self._prep_s = 0.0
+        self._sent: list[float] = []
         self._greenlet: gevent.Greenlet | None = None
 
     def start(self) -> None:
@@ -67,9 +68,14 @@ class EngineLoop:
             self.engine.abort(request_id)
 
     def note_sent(self, due_s: float, sent_s: float) -> None:
-        late = sent_s - due_s
-        # Called once per token in the loop's hot path: skip the log for the common on-time case.
-        self.lateness_ms.add(late * 1000.0 if late > 0 else 0.0)
+        # Only remembered here: folding into the histogram waits until the step's writes are out.
+        self._sent.append(sent_s - due_s)
+
+    def _fold_lateness(self) -> None:
+        add = self.lateness_ms.add
+        for late in self._sent:
+            add(late * 1000.0 if late > 0 else 0.0)
+        self._sent.clear()
 
     def _run(self) -> None:
         engine = self.engine
@@ -112,3 +118,4 @@ class EngineLoop:
             # Hand tokens out before planning the next step: this is where lateness is made.
             for sink, item in ready:
                 sink.deliver(item, due)
+            self._fold_lateness()
