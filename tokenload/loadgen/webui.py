@@ -1,4 +1,14 @@
-"""The LLM table in Locust's web UI (an extra tab, a CSV download) and in its ``--html`` report."""
+"""The LLM views in Locust's web UI and its ``--html`` report.
+
+* the "LLM" tab: the LLM table (Locust's ``extended_tabs``/``extended_tables``, its rows added to
+  ``/stats/requests`` as ``extended_stats``) and a CSV download;
+* the "LLM charts" tab: tokenload's live page (``/tokenload/llm``, a Flask blueprint from
+  :mod:`tokenload.web`) shown inside Locust's React UI. Locust's extended tabs can only render a
+  table of text, so the tab's table holds one row pointing at the page, and a small script added
+  to Locust's index page (``locust_tab.js``) lays the page over it in an ``<iframe>`` while the
+  tab is selected. The page also works on its own;
+* the ``--html`` report gets the LLM table appended.
+"""
 
 from __future__ import annotations
 
@@ -10,11 +20,12 @@ from typing import Any
 from flask import Response, request
 
 from tokenload.metrics.definitions import FORMULAS
-from tokenload.metrics.table import COLUMNS, to_csv
+from tokenload.metrics.table import COLUMNS
 
-__all__ = ["TAB_KEY", "extend_web_ui", "inject_html_table"]
+__all__ = ["CHARTS_TAB_KEY", "TAB_KEY", "extend_web_ui", "inject_html_table"]
 
 TAB_KEY = "llm"
+CHARTS_TAB_KEY = "llm_charts"
 
 
 def _round(v: Any) -> Any:
@@ -22,36 +33,62 @@ def _round(v: Any) -> Any:
 
 
 def extend_web_ui(environment: Any, ctx: Any) -> None:
+    from tokenload.web.blueprint import make_blueprint
+    from tokenload.web.live import LiveSeries
+
     web_ui = environment.web_ui
-    web_ui.template_args["extended_tabs"] = [{"title": "LLM", "key": TAB_KEY}]
+    base = (getattr(environment.parsed_options, "web_base_path", None) or "").rstrip("/")
+    prefix = f"{base}/tokenload"
+    web_ui.template_args["extended_tabs"] = [
+        {"title": "LLM", "key": TAB_KEY},
+        {"title": "LLM charts", "key": CHARTS_TAB_KEY},
+    ]
     web_ui.template_args["extended_tables"] = [
-        {"key": TAB_KEY, "structure": [{"key": k, "title": t} for k, t in COLUMNS]}
+        {"key": TAB_KEY, "structure": [{"key": k, "title": t} for k, t in COLUMNS]},
+        {"key": CHARTS_TAB_KEY, "structure": [{"key": "page", "title": "tokenload live charts"}]},
     ]
     web_ui.template_args["extended_csv_files"] = [
-        {"href": "/tokenload/llm_stats.csv", "title": "Download LLM metrics CSV (TTFT, TPOT, ITL, E2E)"}
+        {"href": f"{prefix}/llm_stats.csv", "title": "Download LLM metrics CSV (TTFT, TPOT, ITL, E2E)"}
     ]
+    charts_row = {
+        "page": f"Live charts (TTFT, TPOT, tokens/s, KV cache, queue, preemptions, steps): {prefix}/llm"
+    }
+
+    live = LiveSeries(ctx)
+    web_ui.app.extensions["tokenload"] = live
+    web_ui.app.register_blueprint(
+        make_blueprint(ctx, live, url_prefix=prefix, auth=web_ui.auth_required_if_enabled)
+    )
+    live.start()
+    tab_script = (
+        f'<script src="{html.escape(prefix)}/static/locust_tab.js" data-key="{CHARTS_TAB_KEY}"'
+        f' data-page="{html.escape(prefix)}/llm?embed=1" defer></script>'
+    ).encode()
 
     @web_ui.app.after_request
-    def _add_llm_rows(response: Response) -> Response:
-        if request.path != "/stats/requests" or response.status_code != 200:
+    def _extend_locust_pages(response: Response) -> Response:
+        if response.status_code != 200 or response.direct_passthrough:
+            return response
+        if request.endpoint == "locust.index" and response.mimetype == "text/html":
+            page = response.get_data()
+            if b"locust_tab.js" not in page:
+                idx = page.rfind(b"</body>")
+                response.set_data(page[:idx] + tab_script + page[idx:] if idx >= 0 else page + tab_script)
+            return response
+        if request.endpoint != "locust.request_stats":
             return response
         body = response.get_json(silent=True)
         if not isinstance(body, dict):
             return response
         rows = [{k: _round(r[k]) for k, _ in COLUMNS} for r in ctx.rows()]
-        extended = [e for e in body.get("extended_stats", []) if e.get("key") != TAB_KEY]
+        extended = [
+            e for e in body.get("extended_stats", []) if e.get("key") not in (TAB_KEY, CHARTS_TAB_KEY)
+        ]
         extended.append({"key": TAB_KEY, "data": rows})
+        extended.append({"key": CHARTS_TAB_KEY, "data": [charts_row]})
         body["extended_stats"] = extended
         response.set_data(json.dumps(body))
         return response
-
-    @web_ui.app.route("/tokenload/llm_stats.csv")
-    def _llm_csv() -> Response:
-        return Response(
-            to_csv(ctx.rows()),
-            mimetype="text/csv",
-            headers={"Content-Disposition": "attachment;filename=llm_stats.csv"},
-        )
 
 
 def inject_html_table(path: Path, rows: list[dict[str, Any]]) -> None:

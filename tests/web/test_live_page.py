@@ -1,0 +1,294 @@
+"""The live LLM page during a real run: the emulator, Locust with its web UI and a staircase of two
+steps (loopback only, bounded in time, stopped by PID), its JSON endpoint, and the page itself in
+headless Chromium (charts drawn, no console message, no request leaving 127.0.0.1, a screenshot).
+
+Chromium is found as ``$CHROMIUM`` or ``chromium``/``chromium-browser``/``google-chrome`` on the
+PATH; without it the browser test is skipped, unless ``$CI`` is set, where it fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.conftest import BIN, ROOT
+from tokenload.analysis.diagnosis import BOTTLENECKS
+from tokenload.serving.process import ServerProcess
+
+pytestmark = pytest.mark.slow
+
+SECRET = "sk-tokenload-live-page-secret-5e0d"
+CHART_IDS = ("ttft", "tpot", "tokens", "kv", "queue", "preempt")
+
+
+@dataclass
+class LiveRun:
+    base: str  # the Locust web UI, http://127.0.0.1:PORT
+    run_dir: Path
+    log: Path
+    proc: subprocess.Popen[bytes]
+
+    def stop(self) -> None:
+        """Stop this Locust process (by its PID): it writes summary.json as it quits."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str, timeout: float = 5.0) -> tuple[int, dict[str, str], bytes]:
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.status, dict(r.headers), r.read()
+
+
+def _series(base: str, query: str = "") -> dict[str, Any]:
+    return json.loads(_get(f"{base}/tokenload/api/series{query}")[2])
+
+
+def _filled(values: list[Any]) -> list[Any]:
+    return [v for v in values if v is not None]
+
+
+def _ready(body: dict[str, Any]) -> bool:
+    c, s = body["client"], body["server"] or {}
+    steps = body["steps"]
+    return (
+        len(_filled(c["ttft_p50"])) >= 5
+        and len(_filled(s.get("kv_cache_usage_ratio", []))) >= 5
+        and bool(steps)
+        and steps[0]["verdict"] is not None
+    )
+
+
+@pytest.fixture(scope="module")
+def live_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveRun]:
+    tmp = tmp_path_factory.mktemp("llm_web")
+    run_dir = tmp / "run"
+    log = tmp / "locust.log"
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    with ServerProcess(["-m", "tokenload.sim", "--port", "0"], log_path=tmp / "sim.log") as sim:
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(
+                [
+                    str(BIN / "locust"), "-f", "locustfiles/chat.py,locustfiles/staircase.py",
+                    "--host", sim.url, "--web-host", "127.0.0.1", "--web-port", str(port), "--autostart",
+                    "--concurrency", "2,8", "--step-duration", "8", "--warmup", "0.25",
+                    "--autoquit", "60", "--stop-timeout", "5",
+                    "--run-dir", str(run_dir), "--metrics-interval", "0.5",
+                ],
+                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                env={**os.environ, "OPENAI_API_KEY": SECRET, "PYTHONUNBUFFERED": "1"},
+            )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 60
+            body: dict[str, Any] | None = None
+            while time.monotonic() < deadline:
+                assert proc.poll() is None, log.read_text()[-3000:]
+                time.sleep(0.5)
+                try:
+                    body = _series(base)
+                except OSError:
+                    continue
+                if _ready(body):
+                    break
+            else:
+                pytest.fail(f"no live data within 60 s: {json.dumps(body)[:2000]}\n{log.read_text()[-3000:]}")
+            run = LiveRun(base, run_dir, log, proc)
+            yield run
+        finally:
+            LiveRun(base, run_dir, log, proc).stop()
+
+
+def test_series_endpoint_has_data_during_the_run(live_run: LiveRun) -> None:
+    body = _series(live_run.base)
+    assert body["status"]["state"] in ("spawning", "running", "stopping", "stopped")
+    c, s = body["client"], body["server"]
+    assert len(c["t"]) >= 5 and c["t"] == sorted(c["t"])
+    assert all(v > 0 for v in _filled(c["ttft_p50"])) and _filled(c["tpot_p99"])
+    assert max(_filled(c["output_tokens_per_s"])) > 0 and max(_filled(c["users"])) >= 2
+    for key in ("kv_cache_usage_ratio", "requests_running", "requests_waiting", "preemptions_increase"):
+        assert _filled(s[key]), key
+    assert max(_filled(s["generation_tokens_per_s"])) > 0
+    step0 = body["steps"][0]
+    assert step0["index"] == 0 and step0["concurrency"] == 2 and step0["state"] == "done"
+    assert step0["ok"] > 0 and step0["ttft_p50"] > 0
+    assert step0["verdict"]["bottleneck"] in BOTTLENECKS
+    # incremental: only rows after the given time
+    later = _series(live_run.base, f"?client_since={c['t'][-1]}&server_since={s['t'][-1]}")
+    assert len(later["client"]["t"]) <= 3 and all(t > c["t"][-1] for t in later["client"]["t"])
+    # the page, its JSON and Locust's pages with the tab hold no secret
+    for path in ("/tokenload/api/series", "/tokenload/llm", "/", "/stats/requests"):
+        assert SECRET.encode() not in _get(live_run.base + path)[2], path
+    status, headers, _ = _get(live_run.base + "/tokenload/llm")
+    assert status == 200 and "default-src 'none'" in headers["Content-Security-Policy"]
+    index = _get(live_run.base + "/")[2].decode()
+    assert "/tokenload/static/locust_tab.js" in index
+
+
+# -- the browser -------------------------------------------------------------------------------------
+
+
+def _chromium() -> str | None:
+    env = os.environ.get("CHROMIUM")
+    if env:
+        return env
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    path = _chromium()
+    if path is None:
+        msg = "no Chromium binary (chromium, chromium-browser, google-chrome or $CHROMIUM) to load the page"
+        if os.environ.get("CI"):
+            pytest.fail(msg + "; CI is set, so the browser test must run")
+        pytest.skip(msg)
+    return path
+
+
+def _run_chromium(binary: str, profile: Path, *args: str, timeout_s: float = 90) -> tuple[str, str]:
+    """One headless Chromium, loopback only (every other host name resolves to nothing)."""
+    cmd = [
+        binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        "--disable-default-apps", "--disable-extensions", "--no-default-browser-check",
+        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+        f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0", *args,
+    ]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the group this call started (browser + its children)
+        out, err = proc.communicate()
+        pytest.fail(f"chromium did not finish within {timeout_s} s: {err[-2000:]}")
+    assert proc.returncode == 0, err[-3000:]
+    return out, err
+
+
+def _page_requests(net_log: Path) -> list[str]:
+    """URLs of the requests the page made (the browser's own background requests left out: they
+    carry no initiator and no page's network isolation key)."""
+    data = json.loads(net_log.read_text())
+    types = {v: k for k, v in data["constants"]["logEventTypes"].items()}
+    urls = []
+    for e in data["events"]:
+        p = e.get("params") or {}
+        if types.get(e["type"]) != "URL_REQUEST_START_JOB" or "url" not in p:
+            continue
+        page_made = p.get("initiator", "not an origin") != "not an origin" or "127.0.0.1" in p.get(
+            "network_isolation_key", ""
+        )
+        if page_made:
+            urls.append(p["url"])
+    return urls
+
+
+def _console(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if ":CONSOLE" in line]
+
+
+def test_page_draws_its_charts_in_headless_chromium(chromium: str, live_run: LiveRun, tmp_path: Path) -> None:
+    url = live_run.base + "/tokenload/llm"
+    net_log = tmp_path / "net.json"
+    dom, err = _run_chromium(
+        chromium, tmp_path / "p1", f"--log-net-log={net_log}", "--window-size=1400,1000",
+        "--virtual-time-budget=6000", "--dump-dom", url,
+    )  # fmt: skip
+    # every chart drew points, and says how many
+    canvases = re.findall(r'<canvas[^>]*aria-label="([^"]+)"[^>]*data-points="(\d+)"', dom)
+    assert len(canvases) == len(CHART_IDS), dom[:3000]
+    assert all(int(n) > 0 for _, n in canvases), canvases
+    for cid in CHART_IDS:
+        assert f'id="chart-{cid}"' in dom
+    assert "data-errors" not in dom and 'id="error-banner" hidden' in dom, dom[:3000]
+    assert re.search(r'class="verdict (saturated|ok)"', dom), "no step verdict shown"
+    assert SECRET not in dom
+    # no console message at all from the page (errors, CSP violations, logs)
+    assert not _console(err), _console(err)
+    # every request the page made stayed on 127.0.0.1
+    requests = _page_requests(net_log)
+    assert any(u.endswith("/tokenload/llm") for u in requests) and any("/api/series" in u for u in requests)
+    assert all(urlsplit(u).hostname == "127.0.0.1" for u in requests), requests
+
+    shot = live_run.run_dir / "llm_charts.png"
+    _run_chromium(
+        chromium, tmp_path / "p2", "--window-size=1400,1000", "--hide-scrollbars",
+        "--virtual-time-budget=6000", f"--screenshot={shot}", url,
+    )  # fmt: skip
+    png = shot.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
+    print(f"\nscreenshot: {shot}")
+
+
+def test_locust_ui_shows_the_charts_tab(chromium: str, live_run: LiveRun, tmp_path: Path) -> None:
+    url = live_run.base + "/?tab=llm_charts"
+    net_log = tmp_path / "net.json"
+    dom, err = _run_chromium(
+        chromium, tmp_path / "p1", f"--log-net-log={net_log}", "--window-size=1400,1000",
+        "--virtual-time-budget=8000", "--dump-dom", url,
+    )  # fmt: skip
+    assert 'data-tokenload-tab="shown"' in dom and 'id="tokenload-llm-frame"' in dom, dom[-3000:]
+    assert ">LLM charts<" in dom and ">LLM<" in dom
+    assert not [line for line in _console(err) if "tokenload" in line], _console(err)
+    requests = _page_requests(net_log)
+    assert any("/tokenload/api/series" in u for u in requests)  # the framed page polls
+    assert all(urlsplit(u).hostname == "127.0.0.1" for u in requests), requests
+    shot = live_run.run_dir / "locust_llm_charts_tab.png"
+    _run_chromium(
+        chromium, tmp_path / "p2", "--window-size=1400,1000", "--virtual-time-budget=8000",
+        f"--screenshot={shot}", url,
+    )  # fmt: skip
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    print(f"\nscreenshot: {shot}")
+
+
+def test_live_step_verdicts_match_summary_json(live_run: LiveRun) -> None:
+    """Last (it stops the run): what the page showed for the finished steps is what summary.json says."""
+    deadline = time.monotonic() + 45
+    body = _series(live_run.base)
+    while time.monotonic() < deadline and not (
+        len(body["steps"]) == 2 and all(s["verdict"] is not None for s in body["steps"])
+    ):
+        time.sleep(0.5)
+        body = _series(live_run.base)
+    assert [s["verdict"] is not None for s in body["steps"]] == [True, True], body["steps"]
+    live_run.stop()
+    summary = json.loads((live_run.run_dir / "summary.json").read_text())
+    assert len(summary["steps"]) == 2
+    for live, ref in zip(body["steps"], summary["steps"], strict=True):
+        assert live["index"] == ref["index"] and live["concurrency"] == ref["concurrency"]
+        assert live["verdict"] == ref["verdict"]
+        assert live["output_tokens_per_s"] == pytest.approx(ref["output_tokens_per_s"], abs=0.01)
+        assert live["ok"] == ref["requests"]["ok"]
+        assert live["ttft_p50"] == pytest.approx(ref["ttft_ms"]["p50"], abs=0.01)
