@@ -4,11 +4,12 @@ has no /tokenize."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import read_records, run_locust
+from tests.conftest import ROOT, read_records, run_locust
 from tokenload.serving.process import ServerProcess
 
 
@@ -56,3 +57,39 @@ def test_bad_length_spec_is_one_line(tmp_path: Path) -> None:
         "locustfiles/chat.py", "http://127.0.0.1:9", tmp_path / "run", "--prompt-tokens", "uniform:9-x"
     )
     assert run.returncode != 0 and "--prompt-tokens" in run.output and "Traceback" not in run.output
+
+
+def test_conversations_grow_their_history(sim_url: str, tmp_path: Path) -> None:
+    run = run_locust(
+        "locustfiles/conversation.py", sim_url, tmp_path / "run", "-u", "2", "-t", "6s",
+        "--workload", str(ROOT / "locustfiles/workloads/conversation.yaml"),
+    )  # fmt: skip
+    assert run.returncode == 0, run.output[-2000:]
+    records = [r for r in read_records(run.run_dir) if r["status"] == "ok"]
+    by_turn: dict[str, list[int]] = {}
+    for r in records:
+        by_turn.setdefault(r["name"], []).append(r["input_tokens"])
+    assert {"turn 1", "turn 2", "turn 3"} <= set(by_turn)
+    # Each turn sends the whole history: prompts grow turn by turn (user turn + the 48-token reply).
+    means = [sum(v) / len(v) for _, v in sorted(by_turn.items())]
+    assert all(b > a + 48 for a, b in itertools.pairwise(means)), means
+    assert "turn 1" in run.output  # the LLM table has a row per turn
+
+
+def test_shared_prefix_and_length_files(sim_url: str, tmp_path: Path) -> None:
+    for name in ("shared_prefix", "lengths"):
+        run = run_locust(
+            "locustfiles/completions.py", sim_url, tmp_path / name, "-u", "2", "-t", "3s",
+            "--workload", str(ROOT / f"locustfiles/workloads/{name}.yaml"),
+        )  # fmt: skip
+        records = read_records(run.run_dir)
+        assert records and all(r["status"] == "ok" for r in records), run.output[-2000:]
+        assert all(r["input_tokens"] == r["requested_input_tokens"] for r in records)
+
+
+def test_a_bad_workload_file_is_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("workload:\n  kind: synthetic\n  input_tokenz: 5\n")
+    run = run_locust("locustfiles/chat.py", "http://127.0.0.1:9", tmp_path / "run", "--workload", str(bad))
+    assert run.returncode != 0
+    assert "input_tokenz" in run.output and "Traceback" not in run.output

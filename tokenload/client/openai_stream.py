@@ -33,11 +33,14 @@ class StreamState:
         "finish_reason",
         "prompt_tokens",
         "response_id",
+        "text_parts",
         "usage_completion_tokens",
     )
 
-    def __init__(self, chat: bool) -> None:
+    def __init__(self, chat: bool, collect_text: bool = False) -> None:
         self.chat = chat
+        #: The generated text, kept only when asked (multi-turn chats send it back as history).
+        self.text_parts: list[str] | None = [] if collect_text else None
         self.content_times: list[float] = []
         self.content_tokens: list[int] = []
         self.chunk_tokens = 0  # sum of content_tokens, the fallback output count
@@ -115,6 +118,8 @@ class StreamState:
             k = 0
         else:
             k = _logprob_tokens(choice, self.chat) or 1
+        if self.text_parts is not None and text:
+            self.text_parts.append(text)
         if k > 0:
             self.content_times.append(t)
             self.content_tokens.append(k)

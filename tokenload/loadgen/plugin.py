@@ -18,6 +18,7 @@ from locust.runners import MasterRunner, WorkerRunner
 import gc
 import json
 import logging
+import sys
 import time
 import weakref
 from pathlib import Path
@@ -246,6 +247,15 @@ def context_of(environment: Environment) -> RunContext:
 def _on_init(environment: Environment, **_kw: Any) -> None:
     ctx = context_of(environment)
     runner = environment.runner
+    if not isinstance(runner, WorkerRunner):
+        # Config is validated up front: a bad workload file ends the run before any load.
+        from tokenload.loadgen.workload import load_spec
+        from tokenload.workload.errors import WorkloadError
+
+        try:
+            load_spec(ctx.config)
+        except WorkloadError as exc:
+            sys.exit(f"tokenload: {exc}")
     if not isinstance(runner, MasterRunner):
         ctx.health = HealthMonitor(lambda: (ctx.steps.step, ctx.steps.phase))
         ctx.health.start()

@@ -15,6 +15,7 @@ import json
 import logging
 from typing import Any, ClassVar
 
+import gevent
 from gevent import GreenletExit
 
 from tokenload.client.http_stream import StreamTarget, Timeouts
@@ -24,8 +25,9 @@ from tokenload.metrics.definitions import compute_timing
 from tokenload.metrics.failures import RequestFailure
 from tokenload.metrics.records import make_record
 from tokenload.workload.errors import WorkloadError
+from tokenload.workload.seeds import stream_for
 
-__all__ = ["ChatUser", "CompletionsUser", "LLMUser"]
+__all__ = ["ChatUser", "CompletionsUser", "ConversationUser", "LLMUser"]
 
 log = logging.getLogger("tokenload")
 
@@ -100,14 +102,15 @@ class LLMUser(User):
             # A workload that cannot produce requests (a bad dataset, lengths the model cannot
             # take) ends the run with one line; it is not a server failure.
             log.error("tokenload: %s", exc)
-            self.environment.runner.quit()
+            gevent.spawn(self.environment.runner.quit)  # not from this greenlet: quit stops users
             raise StopUser() from None
         self.send(body)
 
-    def send(self, body: bytes, name: str | None = None) -> dict[str, Any]:
-        """Make one streamed request, fire its Locust event, return its record."""
+    def send(self, body: bytes, name: str | None = None, state: StreamState | None = None) -> dict[str, Any]:
+        """Make one streamed request, fire its Locust event, return its record. Pass a ``state``
+        made with ``collect_text=True`` to keep the generated text (``state.text_parts``)."""
         name = name or self.path
-        state = StreamState(chat=self.chat)
+        state = state if state is not None else StreamState(chat=self.chat)
         # A request belongs to the step (and phase) it started in.
         step, phase = self.ctx.steps.step, self.ctx.steps.phase
         try:
@@ -170,3 +173,44 @@ class CompletionsUser(LLMUser):
     abstract = True
     chat = False
     path = "/v1/completions"
+
+
+class ConversationUser(ChatUser):
+    """Holds multi-turn conversations (``kind: conversation`` in a ``--workload`` file): each turn
+    sends the whole history, the reply is appended, then the user thinks. Requests are named
+    ``turn N`` so the LLM table shows TTFT by turn: what growing context and prefix reuse do."""
+
+    abstract = True
+    _conversations = 0
+
+    @task
+    def generate(self) -> None:
+        model = self.model() or "unknown"
+        try:
+            planner = workload.planner_for(self.ctx, True, self.host, self.cfg.api_key, model)
+            ConversationUser._conversations += 1
+            n = ConversationUser._conversations
+            conv = planner.new_conversation(f"{self.ctx.worker_name}-{n}")
+            think_rng = stream_for(n, planner.spec.seed, "think")
+        except WorkloadError as exc:
+            log.error("tokenload: %s", exc)
+            gevent.spawn(self.environment.runner.quit)  # not from this greenlet: quit stops users
+            raise StopUser() from None
+        while not conv.done:
+            turn = conv.next_turn()
+            body = build_request_body(
+                chat=True,
+                model=model,
+                messages=turn.messages,
+                max_tokens=planner.output_tokens(),
+                ignore_eos=not self.cfg.natural_stop,
+                temperature=0.0,
+            )
+            state = StreamState(chat=True, collect_text=True)
+            record = self.send(body, name=f"turn {turn.number}", state=state)
+            if record["status"] != "ok":
+                conv.end()
+                break
+            conv.record_reply("".join(state.text_parts or ()))
+            if not conv.done:
+                gevent.sleep(conv.think_time_s(think_rng))
