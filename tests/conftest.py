@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser import find_chromium
 from tokenload.serving.process import ServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,3 +85,14 @@ def locust_request_count(output: str) -> int:
     """Requests in Locust's final Aggregated row."""
     rows = [line for line in output.splitlines() if line.strip().startswith("Aggregated") and "|" in line]
     return int(rows[-1].split()[1])
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    path = find_chromium()
+    if path is None:
+        msg = "no Chromium binary (chromium, chromium-browser, google-chrome or $CHROMIUM) to load the page"
+        if os.environ.get("CI"):
+            pytest.fail(msg + "; CI is set, so the browser test must run")
+        pytest.skip(msg)
+    return path

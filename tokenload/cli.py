@@ -14,6 +14,8 @@ _COMMANDS = {
     ),
     "mock": ("tokenload.mock.server", "a fixed-schedule streaming server with ground truth and faults"),
     "demo": ("tokenload.demo", "start a local target and run a short headless Locust test against it"),
+    "report": ("tokenload.report.main", "rebuild a run's report.md, report.html, parquet; SLO and capacity"),
+    "compare": ("tokenload.compare", "compare two run directories step by step; exit 1 on a regression"),
 }
 
 

@@ -62,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output-tokens", default="64", help="a length or a distribution, as --prompt-tokens")
     p.add_argument("--endpoint", choices=["chat", "completions"], default="completions")
     p.add_argument("--model", default="")
+    p.add_argument("--workload", default="", help="a YAML run file's workload (datasets, prefixes, ...)")
     p.add_argument("--workers", type=int, default=1, help="worker processes; 0 runs one local process")
     p.add_argument("--out", default=None, help="run directory (default reports/<run-id>)")
     p.add_argument(
@@ -97,6 +98,14 @@ def _check(args: argparse.Namespace) -> list[int]:
         raise SweepError(
             f"--metrics-interval: expected a positive number of seconds, got {args.metrics_interval:g}"
         )
+    if args.workload:
+        from tokenload.workload.errors import WorkloadError
+        from tokenload.workload.spec import load_workload_file
+
+        try:
+            load_workload_file(args.workload)
+        except WorkloadError as exc:
+            raise SweepError(str(exc)) from None
     if args.host is not None and not args.host.startswith(("http://", "https://")):
         raise SweepError(f"--host: expected an http:// or https:// URL, got {args.host!r}")
     return levels
@@ -142,6 +151,8 @@ def _run_locust(args: argparse.Namespace, host: str, run_dir: Path) -> int:
         load += ["--model", args.model]
     if args.gpu_peaks:
         load += ["--gpu-peaks", args.gpu_peaks]
+    if args.workload:
+        load += ["--workload", str(Path(args.workload).resolve())]
     for url in args.metrics_url or []:
         load += ["--metrics-url", url]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -267,6 +278,13 @@ def main(argv: list[str] | None = None) -> int:
             sim.stop()
     summary_path = run_dir / "summary.json"
     if summary_path.exists():
+        from tokenload.report import ReportError, write_reports
+
+        try:
+            report_html = write_reports(run_dir).report_html
+        except (ReportError, OSError, ValueError) as exc:  # the measured data stays in the run directory
+            report_html = None
+            print(f"tokenload sweep: the report could not be written: {exc}", file=sys.stderr)
         summary = json.loads(summary_path.read_text())
         print_steps(summary)
         knee = summary.get("knee")
@@ -277,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         else:
             print("\nnot saturated at any step: raise --concurrency to find the knee")
+        if report_html is not None:
+            print(f"\nreport: {report_html}")
     print(f"\nrun directory: {run_dir} ({time.monotonic() - t0:.0f} s)")
     return rc
 

@@ -117,27 +117,36 @@ def test_thresholds_are_overridable() -> None:
 
 
 SCENARIOS = [
-    # (sim args, concurrency, prompt words, output tokens, expected verdicts per step)
+    # (sim args, concurrency, prompt tokens or a workload file, output tokens, expected verdicts)
     ("--profile h100-llama3.1-8b", "1,2", 20, 32, ["none", "none"]),
-    ("--profile h100-llama3.1-8b --num-gpu-blocks 400 --max-model-len 4096", "1,4,16", 260, 200,
+    ("--profile h100-llama3.1-8b --num-gpu-blocks 400 --max-model-len 4096", "1,4,16", 1300, 200,
      ["none", "none", "kv_capacity"]),
     ("--profile h100-llama3.1-8b --max-num-seqs 4", "2,16", 20, 64, ["none", "scheduler_limit"]),
-    ("--profile a40-qwen2.5-7b", "8,32,256", 32, 48, ["none", "none", "compute"]),
+    ("--profile a40-qwen2.5-7b", "8,32,256", 160, 48, ["none", "none", "compute"]),
+    ("--profile h200-llama3.1-70b-fp8 --enable-prefix-caching --max-num-seqs 512 --max-model-len 8192",
+     "16,64,256", "decode_bound.yaml", 256, ["none", "none", "memory_bandwidth"]),
 ]  # fmt: skip
 
 
 @pytest.mark.parametrize(
-    ("sim_args", "conc", "words", "out", "expected"), SCENARIOS, ids=["none", "kv", "seqs", "compute"]
+    ("sim_args", "conc", "words", "out", "expected"),
+    SCENARIOS,
+    ids=["none", "kv", "seqs", "compute", "decode"],
 )
 def test_emulator_regimes_get_the_right_verdicts(
-    tmp_path: Path, sim_args: str, conc: str, words: int, out: int, expected: list[str]
+    tmp_path: Path, sim_args: str, conc: str, words: int | str, out: int, expected: list[str]
 ) -> None:
     run_dir = tmp_path / "run"
+    lengths = ["--prompt-tokens", str(words), "--output-tokens", str(out)]
+    if isinstance(words, str):  # a workload file
+        lengths = ["--workload", str(Path(__file__).parent / words)]
+    # Decode-bound requests last ~20 s: longer steps, and the server's token counter for throughput.
+    step_s = "15" if isinstance(words, str) else "6"
     proc = subprocess.run(
         [
-            sys.executable, "-m", "tokenload", "sweep", "--concurrency", conc, "--step-duration", "6",
-            "--warmup", "2", "--prompt-tokens", str(words), "--output-tokens", str(out), "--workers", "0",
-            "--out", str(run_dir), "--metrics-interval", "0.5", "--sim-args", sim_args,
+            sys.executable, "-m", "tokenload", "sweep", "--concurrency", conc, "--step-duration", step_s,
+            "--warmup", "2", *lengths, "--workers", "0",
+            "--out", str(run_dir), "--metrics-interval", "1", "--sim-args", sim_args,
         ],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip

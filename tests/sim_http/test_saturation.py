@@ -24,13 +24,12 @@ def load(sim_url: str, tmp: Path, users: int, seconds: int, *args: str) -> tuple
     return sampler, after[GEN] - before[GEN], read_records(tmp)
 
 
-# The Locust user's synthetic prompt is in words (~5 tokens each for the emulator's byte-level
-# tokenizer): --prompt-tokens 32 is ~160 emulator tokens.
+# --prompt-tokens are the emulator's own tokens, made exact through its /tokenize.
 
 
 def test_compute_bound_short_prompts(start_sim, tmp_path: Path) -> None:
     sim = start_sim("--profile", "a40-qwen2.5-7b")
-    args = ("--prompt-tokens", "32", "--output-tokens", "48")
+    args = ("--prompt-tokens", "160", "--output-tokens", "48")
     rates = []
     for users in (16, 64, 256):
         sampler, _, records = load(sim.url, tmp_path / f"u{users}", users, 7, *args)
@@ -50,9 +49,10 @@ def test_compute_bound_short_prompts(start_sim, tmp_path: Path) -> None:
 
 def test_kv_bound_long_prompts_small_cache(start_sim, tmp_path: Path) -> None:
     sim = start_sim("--profile", "h100-llama3.1-8b", "--num-gpu-blocks", "400", "--max-model-len", "4096")
-    # ~260 words is ~1,300 tokens: 16 such requests need ~4x the 6,400 tokens the cache holds.
+    # 16 requests growing to 1,600 tokens need 4x the 6,400 tokens the cache holds: it fills
+    # as the running ones decode, then preempts.
     sampler, _, records = load(
-        sim.url, tmp_path / "kv", 16, 8, "--prompt-tokens", "260", "--output-tokens", "200"
+        sim.url, tmp_path / "kv", 16, 8, "--prompt-tokens", "1000", "--output-tokens", "600"
     )
     assert records and all(r["status"] == "ok" for r in records), {r["failure_class"] for r in records}
     kv = sampler.series("vllm:kv_cache_usage_perc")
@@ -65,7 +65,7 @@ def test_kv_bound_long_prompts_small_cache(start_sim, tmp_path: Path) -> None:
 def test_max_num_seqs_bound(start_sim, tmp_path: Path) -> None:
     sim = start_sim("--profile", "h100-llama3.1-8b", "--max-num-seqs", "4")
     sampler, _, records = load(
-        sim.url, tmp_path / "seqs", 16, 5, "--prompt-tokens", "16", "--output-tokens", "64"
+        sim.url, tmp_path / "seqs", 16, 5, "--prompt-tokens", "80", "--output-tokens", "64"
     )
     assert records and all(r["status"] == "ok" for r in records)
     running = sampler.series("vllm:num_requests_running")

@@ -22,7 +22,7 @@ def test_scraped_series_track_the_engine(start_sim, tmp_path: Path) -> None:
     )
     run = run_locust(
         "locustfiles/completions.py", sim.url, tmp_path / "run", "-u", "16", "-r", "16", "-t", "6s",
-        "--prompt-tokens", "200", "--output-tokens", "150", "--metrics-interval", "0.25",
+        "--prompt-tokens", "1000", "--output-tokens", "150", "--metrics-interval", "0.25",
         "--stop-timeout", "60",
     )  # fmt: skip
     assert run.returncode == 0, run.output[-2000:]

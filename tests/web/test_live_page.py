@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -25,6 +23,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from tests.browser import console_lines, page_requests, run_chromium
 from tests.conftest import BIN, ROOT
 from tokenload.analysis.diagnosis import BOTTLENECKS
 from tokenload.serving.process import ServerProcess
@@ -152,76 +151,10 @@ def test_series_endpoint_has_data_during_the_run(live_run: LiveRun) -> None:
 # -- the browser -------------------------------------------------------------------------------------
 
 
-def _chromium() -> str | None:
-    env = os.environ.get("CHROMIUM")
-    if env:
-        return env
-    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome"):
-        path = shutil.which(name)
-        if path:
-            return path
-    return None
-
-
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    path = _chromium()
-    if path is None:
-        msg = "no Chromium binary (chromium, chromium-browser, google-chrome or $CHROMIUM) to load the page"
-        if os.environ.get("CI"):
-            pytest.fail(msg + "; CI is set, so the browser test must run")
-        pytest.skip(msg)
-    return path
-
-
-def _run_chromium(binary: str, profile: Path, *args: str, timeout_s: float = 90) -> tuple[str, str]:
-    """One headless Chromium, loopback only (every other host name resolves to nothing)."""
-    cmd = [
-        binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        "--disable-default-apps", "--disable-extensions", "--no-default-browser-check",
-        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
-        f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0", *args,
-    ]  # fmt: skip
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # the group this call started (browser + its children)
-        out, err = proc.communicate()
-        pytest.fail(f"chromium did not finish within {timeout_s} s: {err[-2000:]}")
-    assert proc.returncode == 0, err[-3000:]
-    return out, err
-
-
-def _page_requests(net_log: Path) -> list[str]:
-    """URLs of the requests the page made (the browser's own background requests left out: they
-    carry no initiator and no page's network isolation key)."""
-    data = json.loads(net_log.read_text())
-    types = {v: k for k, v in data["constants"]["logEventTypes"].items()}
-    urls = []
-    for e in data["events"]:
-        p = e.get("params") or {}
-        if types.get(e["type"]) != "URL_REQUEST_START_JOB" or "url" not in p:
-            continue
-        page_made = p.get("initiator", "not an origin") != "not an origin" or "127.0.0.1" in p.get(
-            "network_isolation_key", ""
-        )
-        if page_made:
-            urls.append(p["url"])
-    return urls
-
-
-def _console(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines() if ":CONSOLE" in line]
-
-
 def test_page_draws_its_charts_in_headless_chromium(chromium: str, live_run: LiveRun, tmp_path: Path) -> None:
     url = live_run.base + "/tokenload/llm"
     net_log = tmp_path / "net.json"
-    dom, err = _run_chromium(
+    dom, err = run_chromium(
         chromium, tmp_path / "p1", f"--log-net-log={net_log}", "--window-size=1400,1000",
         "--virtual-time-budget=6000", "--dump-dom", url,
     )  # fmt: skip
@@ -235,14 +168,14 @@ def test_page_draws_its_charts_in_headless_chromium(chromium: str, live_run: Liv
     assert re.search(r'class="verdict (saturated|ok)"', dom), "no step verdict shown"
     assert SECRET not in dom
     # no console message at all from the page (errors, CSP violations, logs)
-    assert not _console(err), _console(err)
+    assert not console_lines(err), console_lines(err)
     # every request the page made stayed on 127.0.0.1
-    requests = _page_requests(net_log)
+    requests = page_requests(net_log)
     assert any(u.endswith("/tokenload/llm") for u in requests) and any("/api/series" in u for u in requests)
     assert all(urlsplit(u).hostname == "127.0.0.1" for u in requests), requests
 
     shot = live_run.run_dir / "llm_charts.png"
-    _run_chromium(
+    run_chromium(
         chromium, tmp_path / "p2", "--window-size=1400,1000", "--hide-scrollbars",
         "--virtual-time-budget=6000", f"--screenshot={shot}", url,
     )  # fmt: skip
@@ -254,18 +187,18 @@ def test_page_draws_its_charts_in_headless_chromium(chromium: str, live_run: Liv
 def test_locust_ui_shows_the_charts_tab(chromium: str, live_run: LiveRun, tmp_path: Path) -> None:
     url = live_run.base + "/?tab=llm_charts"
     net_log = tmp_path / "net.json"
-    dom, err = _run_chromium(
+    dom, err = run_chromium(
         chromium, tmp_path / "p1", f"--log-net-log={net_log}", "--window-size=1400,1000",
         "--virtual-time-budget=8000", "--dump-dom", url,
     )  # fmt: skip
     assert 'data-tokenload-tab="shown"' in dom and 'id="tokenload-llm-frame"' in dom, dom[-3000:]
     assert ">LLM charts<" in dom and ">LLM<" in dom
-    assert not [line for line in _console(err) if "tokenload" in line], _console(err)
-    requests = _page_requests(net_log)
+    assert not [line for line in console_lines(err) if "tokenload" in line], console_lines(err)
+    requests = page_requests(net_log)
     assert any("/tokenload/api/series" in u for u in requests)  # the framed page polls
     assert all(urlsplit(u).hostname == "127.0.0.1" for u in requests), requests
     shot = live_run.run_dir / "locust_llm_charts_tab.png"
-    _run_chromium(
+    run_chromium(
         chromium, tmp_path / "p2", "--window-size=1400,1000", "--virtual-time-budget=8000",
         f"--screenshot={shot}", url,
     )  # fmt: skip

@@ -62,16 +62,19 @@ def _saturation(
     """Evidence that this step is saturated (empty: it is not)."""
     ev = []
     eff = None
-    if prev is not None and _completed(prev) >= th.min_completed and _completed(step) >= th.min_completed:
+    judged = (
+        (_completed(prev) >= th.min_completed and _completed(step) >= th.min_completed) if prev else False
+    )
+    if prev is not None and (judged or _g(step, "server", "generation_tokens", "rate_per_s")):
         load_prev = prev.get("concurrency") or prev.get("target_rate_rps")
         load = step.get("concurrency") or step.get("target_rate_rps")
-        t_prev, t = prev.get("output_tokens_per_s") or 0.0, step.get("output_tokens_per_s") or 0.0
+        (t_prev, _), (t, source) = _throughput(prev), _throughput(step)
         if load_prev and load and load > load_prev and t_prev > 0:
             eff = (t / t_prev - 1.0) / (load / load_prev - 1.0)
             if eff < th.scaling_efficiency:
                 ev.append(
                     _ev(
-                        "output_tokens_per_s",
+                        source,
                         round(t, 1),
                         f"grew {t / t_prev:.2f}x for {load / load_prev:.2f}x the load: scaling efficiency "
                         f"{eff:.2f} < {th.scaling_efficiency}",
@@ -191,6 +194,15 @@ def _which(
     return "memory_bandwidth", ev
 
 
+def _throughput(step: dict[str, Any]) -> tuple[float, str]:
+    """Output tokens/s over the step's window: the server's counter when scraped (exact for the
+    window even when requests outlast the step), else the client's completed requests."""
+    rate = _g(step, "server", "generation_tokens", "rate_per_s")
+    if rate:
+        return rate, "server generation tokens/s"
+    return step.get("output_tokens_per_s") or 0.0, "output_tokens_per_s"
+
+
 def _completed(step: dict[str, Any]) -> float:
     return (
         (step.get("requests_per_s") or 0.0) * (step.get("measured_s") or 0.0)
@@ -221,7 +233,7 @@ def diagnose_steps(
                 "client",
                 [
                     _ev("client cpu_percent_max", c.get("cpu_percent_max"), "> 90"),
-                    _ev("client loop_lag_ms_p99", c.get("loop_lag_ms_p99"), "> 10 ms"),
+                    _ev("client loop_lag_ms_p95", c.get("loop_lag_ms_p95"), "> 10 ms"),
                 ],
             )
         elif total and (reqs.get("failed") or 0) / total > th.error_rate:
@@ -251,7 +263,7 @@ def diagnose_steps(
             "evidence": evidence,
             "advice": ADVICE[name],
         }
-        if _completed(step) < th.min_completed:
+        if _completed(step) < th.min_completed and not _g(step, "server", "generation_tokens", "rate_per_s"):
             # Too few requests ended inside the step to judge its throughput: say so.
             verdict_out["low_sample"] = True
             evidence.append(

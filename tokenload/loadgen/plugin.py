@@ -335,6 +335,7 @@ def _on_test_start(environment: Environment, **_kw: Any) -> None:
         # collections (milliseconds of event-loop stall, i.e. timing error) off it.
         gc.collect()
         gc.freeze()
+        gc.set_threshold(20_000, 50, 1_000)
     ctx.end_time = None
     ctx.start_scraper()
 

@@ -1,0 +1,139 @@
+"""What a report says, on hand-built summaries (pure, fast): re-diagnosis, failures by class,
+the per-step table, edge cases (no steps, no server metrics) in markdown and HTML."""
+
+from __future__ import annotations
+
+import copy
+
+from tokenload.analysis.thresholds import Thresholds
+from tokenload.report.capacity import Target, parse_slo
+from tokenload.report.html import render_html
+from tokenload.report.markdown import render_markdown
+from tokenload.report.model import build_model, reconstructed_command, refresh_verdicts
+from tokenload.report.tables import COLUMNS, failure_counts, step_cells, text_table
+
+
+def step(
+    i: int, users: int, tput: float, ttft: float, *, failed: dict | None = None, server: dict | None = None
+):
+    return {
+        "index": i,
+        "concurrency": users,
+        "target_rate_rps": None,
+        "start": 100.0 + 10 * i,
+        "measure_start": 102.0 + 10 * i,
+        "end": 110.0 + 10 * i,
+        "measured_s": 8.0,
+        "requests": {"ok": 40, "failed": sum((failed or {}).values()), "by_failure_class": failed or {}},
+        "ttft_ms": {"p50": ttft, "p90": ttft, "p95": ttft, "p99": ttft},
+        "tpot_ms": {"p50": 7.0, "p90": 7.1, "p95": 7.2, "p99": 7.5},
+        "itl_ms": {"p50": 7.0, "p90": 7.1, "p95": 7.2, "p99": 9.0},
+        "e2e_ms": {"p50": 500.0, "p90": 510.0, "p95": 520.0, "p99": 530.0},
+        "requests_per_s": tput / 64,
+        "output_tokens_per_s": tput,
+        "server": server,
+        "client": {"cpu_percent_max": 10.0, "loop_lag_ms_p99": 1.0},
+        "flags": [],
+        # A stale verdict from the run: the report must recompute it.
+        "verdict": {"bottleneck": "compute", "saturated": True, "evidence": [], "advice": []},
+    }
+
+
+def summary(steps: list[dict]) -> dict:
+    return {
+        "schema_version": 1,
+        "run_id": "hand",
+        "host": "http://127.0.0.1:9",
+        "started_at": 100.0,
+        "config": {
+            "api_key_env": "OPENAI_API_KEY",
+            "api_key_set": True,
+            "prompt_tokens": "128",
+            "output_tokens": "64",
+            "api_key": "sk-should-never-show",
+        },
+        "steps": steps,
+        "knee": None,
+    }
+
+
+def test_verdicts_and_knee_are_recomputed() -> None:
+    s = summary([step(0, 1, 100, 30), step(1, 4, 390, 35), step(2, 16, 420, 3000)])
+    fresh = refresh_verdicts(s)
+    assert [st["verdict"]["bottleneck"] for st in fresh["steps"]][:2] == ["none", "none"]
+    assert fresh["knee"] is not None and fresh["knee"]["step"] == 2
+    assert s["steps"][0]["verdict"]["bottleneck"] == "compute"  # the input is not modified
+    lenient = refresh_verdicts(s, Thresholds(scaling_efficiency=0.0, latency_growth=1e9))
+    assert lenient["knee"] is None
+
+
+def test_failures_by_class_over_the_run_and_per_step() -> None:
+    steps = [step(0, 1, 100, 30), step(1, 4, 390, 35, failed={"http_5xx": 3, "ttft_timeout": 1})]
+    records = [{"status": "ok"}] * 5 + [
+        {"status": "failed", "failure_class": "http_5xx"},
+        {"status": "failed", "failure_class": "http_5xx"},
+        {"status": "failed", "failure_class": "connect_error"},
+        {"status": "failed", "failure_class": None},
+    ]
+    header, rows = failure_counts(steps, records)
+    assert header == ["class", "whole run", "step 0 (measured)", "step 1 (measured)"]
+    assert rows == [
+        ["connect_error", "1", "0", "0"],
+        ["http_5xx", "2", "0", "3"],
+        ["ttft_timeout", "0", "0", "1"],
+        ["unknown", "1", "0", "0"],
+    ]
+    assert failure_counts(steps[:1], [{"status": "ok"}]) == (["class", "whole run", "step 0 (measured)"], [])
+
+
+def test_step_cells_and_text_table() -> None:
+    srv = {"kv_cache_usage_ratio": {"mean": 0.5, "max": 0.93}, "requests_waiting": {"mean": 2.5},
+           "preemptions": {"increase": 3.0}}  # fmt: skip
+    s = refresh_verdicts(summary([step(0, 1, 100, 30), step(1, 16, 120, 900, server=srv)]))
+    cells = step_cells(s["steps"][1])
+    assert len(cells) == len(COLUMNS)
+    assert cells[:4] == ["1", "16 users", "1.88", "120.0"] and cells[8:11] == ["0.50/0.93", "2.5", "3"]
+    assert step_cells(s["steps"][0])[8] == "-"  # no server metrics: '-' not 0
+    table = text_table(COLUMNS, [step_cells(x) for x in s["steps"]])
+    assert len({len(line) for line in table.splitlines()[:1]}) == 1 and "16 users" in table
+
+
+def test_markdown_and_html_for_edge_cases() -> None:
+    # No steps at all, no records, no scrapes: a report that says so rather than failing.
+    empty = build_model(summary([]), [], [])
+    md, html = render_markdown(empty), render_html(empty)
+    assert "Not saturated at any step" in md and "No failed requests." in md
+    assert (
+        html.count('data-points="0"') == html.count("<figure") > 0 and "no steps in this run" in html.lower()
+    )
+    # The secret-named config entry is redacted; the key's variable name is kept.
+    for text in (md, html):
+        assert "sk-should-never-show" not in text and "OPENAI_API_KEY" in text and "***" in text
+
+
+def test_slo_capacity_and_plan_are_stated() -> None:
+    s = summary([step(0, 1, 100, 30), step(1, 4, 390, 35), step(2, 16, 420, 3000)])
+    base = {"step": 1, "phase": "measure", "status": "ok", "tpot_ms": 7, "output_tokens": 64}
+    records = [{**base, "ttft_ms": 35, "e2e_ms": 500}, {**base, "ttft_ms": 600, "e2e_ms": 900}]
+    model = build_model(s, records, [], slo=parse_slo("ttft_p95_ms=500"), target=Target("users", 40))
+    assert model.capacity is not None and model.capacity.load == 4
+    assert model.plan is not None and model.plan.replicas == 12  # ceil(40 / 4 x 1.2)
+    md = render_markdown(model)
+    assert "| 2 | 16 users | 3000.0 FAIL | no |" in md
+    assert "1/2 = 50.0 %" in md and "ceil(40 users / 4 users per replica x (1 + 0.2 headroom)) = 12" in md
+    assert 'class="slo"' in render_html(model)
+    # A target with no step meeting the SLO: said, not crashed.
+    none = build_model(s, records, [], slo=parse_slo("ttft_p95_ms=1"), target=Target("rps", 5))
+    assert none.plan is None and "no step meets the SLO" in render_markdown(none)
+
+
+def test_reconstructed_command() -> None:
+    s = summary([step(0, 1, 100, 30), step(1, 4, 390, 35)])
+    cmd = reconstructed_command(s)
+    assert cmd == (
+        "tokenload sweep --host http://127.0.0.1:9 --concurrency 1,4 --step-duration 10 --warmup 2 "
+        "--prompt-tokens 128 --output-tokens 64"
+    )
+    s2 = copy.deepcopy(s)
+    s2["host"] = "http://user:pw@h:1"
+    assert "pw" not in reconstructed_command(s2)

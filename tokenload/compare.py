@@ -1,0 +1,84 @@
+"""``tokenload compare DIR_A DIR_B``: two runs step by step (matched by load): the change of each
+latency percentile and rate, whether it is beyond run-to-run noise, and the verdict change.
+
+Prints markdown; ``--out FILE`` also writes it (JSON when FILE ends in .json). Exit status 1
+when B regressed (latency up or throughput down by more than ``--tolerance`` and beyond noise;
+the rule is in tokenload/report/compare_math.py), 0 otherwise, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+from tokenload.report.compare_math import CONFIDENCE, DEFAULT_TOLERANCE, compare_runs, render_markdown
+from tokenload.report.rundir import ReportError, load_run
+
+__all__ = ["build_parser", "main"]
+
+PROG = "tokenload compare"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (no usage block) with exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run_a", metavar="DIR_A", help="the baseline run directory")
+    p.add_argument("run_b", metavar="DIR_B", help="the run under test")
+    p.add_argument(
+        "--tolerance",
+        type=float,
+        default=DEFAULT_TOLERANCE,
+        help="relative change beyond which a worse metric is a regression (default 0.1 = 10 %%)",
+    )
+    p.add_argument("--out", default=None, help="write the comparison here (.json: JSON; else markdown)")
+    p.add_argument("--seed", type=int, default=0, help="the bootstrap's random seed (default 0)")
+    p.add_argument(
+        "--confidence", type=float, default=CONFIDENCE, help="noise interval coverage (default 0.99)"
+    )
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if not 0 < args.confidence < 1:
+            raise ValueError(f"--confidence: expected a share between 0 and 1, got {args.confidence:g}")
+        a, b = load_run(Path(args.run_a)), load_run(Path(args.run_b))
+        comparison = compare_runs(
+            a.summary,
+            a.requests,
+            b.summary,
+            b.requests,
+            tolerance=args.tolerance,
+            confidence=args.confidence,
+            seed=args.seed,
+        )
+    except (ReportError, ValueError) as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
+    # Run ids are often a directory's last part ("run"); the paths say which is which.
+    comparison.run_a, comparison.run_b = str(a.path), str(b.path)
+    text = render_markdown(comparison)
+    print(text)
+    if args.out:
+        out = Path(args.out)
+        body = json.dumps(comparison.to_dict(), indent=2) + "\n" if out.suffix == ".json" else text
+        try:
+            out.write_text(body, encoding="utf-8")
+        except OSError as exc:
+            print(f"{PROG}: --out: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+    return 1 if comparison.regressions else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,389 @@
+"""Comparing two runs step by step, and telling a change from run-to-run noise. Pure.
+
+Steps are matched by load: concurrency, or target rate for rate steps. For each matched step
+and each metric (TTFT/TPOT/ITL/E2E p50 and p99, output tokens/s, requests/s) the change is
+``B / A - 1`` of the figures in the two summary.json files.
+
+The rule (statistics in tokenload/report/noise.py). The samples of a step are the per-request
+values of its measured part in requests.jsonl (``step`` = its index, ``phase`` = ``measure``, ok
+requests); ITL has no per-token samples there, so each request's own ITL p50 (p99) stands in.
+
+A latency percentile is a **regression** when all of these hold:
+
+1. it is worse (higher) in B by more than ``--tolerance`` (relative);
+2. sampling noise: the ``CONFIDENCE`` bootstrap interval of the change (seeded) lies entirely
+   above zero; a percentile with fewer than 5 samples beyond it a side (10 requests for p50,
+   500 for p99) is not judged;
+3. run-to-run noise: the difference exceeds the wider of the two runs' spreads (P90 - P10 of
+   the per-request values). Requests of one run are not independent: a closed loop settles into
+   a rhythm of arrivals, and identical configurations measured TTFT p50 at 8 users of 19.6 and
+   26.2 ms (+34 %) with tight bootstrap intervals each; only a change that moves the bulk of the
+   requests, not just their median, is taken as real. This is conservative on purpose;
+4. it is above a jitter floor, ``JITTER_MS`` (2 ms for TTFT and E2E, single timestamps that each
+   carry a scheduling delay of a shared host; 0.2 ms for the per-token TPOT and ITL).
+
+A rate is a **regression** when it is lower in B by more than the tolerance, its counting
+interval (noise.rate_interval: completions as a closed-loop renewal count, or Poisson for rate
+steps) lies entirely below zero, and neither run was ``client_bound`` at the step: a load
+generator that cannot keep up sets a closed loop's pace itself (it cost one run 22 % of its
+throughput at 1 user on a busy 2-core machine), so such a step's rates are not judged.
+
+**Beyond noise** means 2-4 (latencies) or the interval (rates), whichever the direction. Both
+halves are needed: identical configurations differ by a few percent for real (beyond noise,
+within tolerance), and small or correlated samples differ by a lot by chance.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tokenload.report.noise import (
+    BOOTSTRAP_ROUNDS,
+    CONFIDENCE,
+    bootstrap_interval,
+    count_variance,
+    rate_interval,
+    spread,
+)
+
+__all__ = [
+    "DEFAULT_TOLERANCE",
+    "JITTER_MS",
+    "LATENCY_METRICS",
+    "RATE_METRICS",
+    "Comparison",
+    "MetricChange",
+    "StepComparison",
+    "compare_runs",
+    "render_markdown",
+    "request_samples",
+    "step_key",
+]
+
+DEFAULT_TOLERANCE = 0.1
+JITTER_MS = {"ttft_ms": 2.0, "e2e_ms": 2.0, "tpot_ms": 0.2, "itl_ms": 0.2}
+LATENCY_METRICS = tuple((m, q) for m in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms") for q in ("p50", "p99"))
+RATE_METRICS = ("output_tokens_per_s", "requests_per_s")
+_QUANTILE = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
+#: Config entries that differ between any two runs and say nothing about the workload.
+_INCIDENTAL_CONFIG = {"run_dir"}
+
+
+def step_key(step: dict[str, Any]) -> tuple[str, float] | None:
+    if step.get("concurrency") is not None:
+        return ("users", float(step["concurrency"]))
+    if step.get("target_rate_rps") is not None:
+        return ("req/s", float(step["target_rate_rps"]))
+    return None
+
+
+def _key_label(key: tuple[str, float]) -> str:
+    unit = "user" if key == ("users", 1.0) else key[0]
+    return f"{key[1]:g} {unit}"
+
+
+def request_samples(
+    requests: list[dict[str, Any]], step_index: int, metric: str, quantile: str
+) -> list[float]:
+    """Per-request values of a metric for the requests in the step's measured part."""
+    name = {"itl_ms": f"itl_{quantile}_ms"}.get(metric, metric)
+    out = []
+    for r in requests:
+        if r.get("step") != step_index or r.get("phase") != "measure" or r.get("status") != "ok":
+            continue
+        v = r.get(name)
+        if isinstance(v, int | float) and math.isfinite(v):
+            out.append(float(v))
+    return out
+
+
+@dataclass(slots=True)
+class MetricChange:
+    metric: str  # "ttft_ms p50", "output_tokens_per_s"
+    a: float | None
+    b: float | None
+    change: float | None  # b / a - 1
+    interval: tuple[float, float] | None  # sampling (latencies) or counting (rates) noise of the change
+    spread: float | None  # latencies: the wider P90 - P10 of the two runs' per-request values
+    samples: tuple[int, int]  # per-request samples (latencies) or completions (rates)
+    beyond_noise: bool
+    worse: bool
+    regression: bool
+    not_judged: str | None = None  # why the noise could not be judged
+
+    @property
+    def flag(self) -> str:
+        if self.regression:
+            return "REGRESSION"
+        if self.change is None or abs(self.change) < 5e-4:  # shows as +0.0 %
+            return ""
+        side = "worse" if self.worse else "better"
+        if self.not_judged:
+            return f"{side} (not judged: {self.not_judged})"
+        return f"{side} (beyond noise)" if self.beyond_noise else f"{side} (within noise)"
+
+
+@dataclass(slots=True)
+class StepComparison:
+    key: tuple[str, float]
+    index_a: int
+    index_b: int
+    verdict_a: str | None
+    verdict_b: str | None
+    changes: list[MetricChange]
+    #: Warnings about the step, e.g. a run whose load generator was client-bound there.
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return _key_label(self.key)
+
+    @property
+    def verdict_changed(self) -> bool:
+        return self.verdict_a != self.verdict_b
+
+
+@dataclass(slots=True)
+class Comparison:
+    run_a: str
+    run_b: str
+    tolerance: float
+    confidence: float
+    seed: int
+    steps: list[StepComparison]
+    only_a: list[str] = field(default_factory=list)
+    only_b: list[str] = field(default_factory=list)
+    config_diff: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+
+    @property
+    def regressions(self) -> list[tuple[str, MetricChange]]:
+        return [(s.label, c) for s in self.steps for c in s.changes if c.regression]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for s, sd in zip(self.steps, d["steps"], strict=True):
+            sd["label"] = s.label
+            sd["verdict_changed"] = s.verdict_changed
+            for c, cd in zip(s.changes, sd["changes"], strict=True):
+                cd["flag"] = c.flag
+        d["regressions"] = [
+            {"step": label, "metric": c.metric, "change": c.change} for label, c in self.regressions
+        ]
+        return d
+
+
+def _value(step: dict[str, Any], metric: str, quantile: str | None) -> float | None:
+    v = (step.get(metric) or {}).get(quantile) if quantile else step.get(metric)
+    return float(v) if isinstance(v, int | float) and math.isfinite(v) else None
+
+
+def _change(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or a == 0:
+        return None
+    return b / a - 1.0
+
+
+def _latency_change(
+    name: str,
+    metric: str,
+    a: float | None,
+    b: float | None,
+    xa: list[float],
+    xb: list[float],
+    interval: tuple[float, float] | None,
+    tolerance: float,
+) -> MetricChange:
+    change = _change(a, b)
+    wide = max((w for w in (spread(xa), spread(xb)) if w is not None), default=None)
+    not_judged = None
+    if interval is None:
+        not_judged = "too few samples"
+    diff = abs((b or 0.0) - (a or 0.0))
+    beyond = bool(
+        change
+        and interval is not None
+        and ((change > 0 and interval[0] > 0) or (change < 0 and interval[1] < 0))
+        and wide is not None
+        and diff > wide
+        and diff > JITTER_MS.get(metric, 0.0)
+    )
+    worse = bool(change and change > 0)
+    regression = bool(worse and beyond and change is not None and change > tolerance)
+    return MetricChange(
+        name, a, b, change, interval, wide, (len(xa), len(xb)), beyond, worse, regression, not_judged
+    )
+
+
+def _rate_change(
+    name: str,
+    a: float | None,
+    b: float | None,
+    interval: tuple[float, float] | None,
+    samples: tuple[int, int],
+    client_bound: str | None,
+    tolerance: float,
+) -> MetricChange:
+    change = _change(a, b)
+    not_judged = client_bound or (None if interval is not None else "no completions")
+    beyond = bool(
+        change
+        and not not_judged
+        and interval is not None
+        and ((change > 0 and interval[0] > 0) or (change < 0 and interval[1] < 0))
+    )
+    worse = bool(change and change < 0)
+    regression = bool(worse and beyond and change is not None and -change > tolerance)
+    return MetricChange(name, a, b, change, interval, None, samples, beyond, worse, regression, not_judged)
+
+
+def compare_runs(
+    summary_a: dict[str, Any],
+    requests_a: list[dict[str, Any]],
+    summary_b: dict[str, Any],
+    requests_b: list[dict[str, Any]],
+    *,
+    tolerance: float = DEFAULT_TOLERANCE,
+    confidence: float = CONFIDENCE,
+    seed: int = 0,
+    rounds: int = BOOTSTRAP_ROUNDS,
+) -> Comparison:
+    """Every step of A matched by load to a step of B, each metric judged by the module's rule."""
+    if not (tolerance >= 0 and math.isfinite(tolerance)):
+        raise ValueError(f"--tolerance: expected a relative change >= 0 (0.1 = 10 %), got {tolerance:g}")
+    rng = np.random.default_rng(seed)
+    by_key_b = {k: s for s in summary_b.get("steps") or [] if (k := step_key(s)) is not None}
+    keys_a = []
+    steps = []
+    for sa in summary_a.get("steps") or []:
+        key = step_key(sa)
+        if key is None:
+            continue
+        keys_a.append(key)
+        sb = by_key_b.get(key)
+        if sb is None:
+            continue
+        ia, ib = sa.get("index", 0), sb.get("index", 0)
+        changes = []
+        for metric, quantile in LATENCY_METRICS:
+            xa = request_samples(requests_a, ia, metric, quantile)
+            xb = request_samples(requests_b, ib, metric, quantile)
+            changes.append(
+                _latency_change(
+                    f"{metric} {quantile}",
+                    metric,
+                    _value(sa, metric, quantile),
+                    _value(sb, metric, quantile),
+                    xa,
+                    xb,
+                    bootstrap_interval(xa, xb, _QUANTILE[quantile], rng, rounds, confidence),
+                    tolerance,
+                )
+            )
+        # Completions behind each rate: requests/s x the measured seconds.
+        na = (_value(sa, "requests_per_s", None) or 0.0) * (sa.get("measured_s") or 0.0)
+        nb = (_value(sb, "requests_per_s", None) or 0.0) * (sb.get("measured_s") or 0.0)
+        var_a = count_variance(na, sa.get("concurrency"), request_samples(requests_a, ia, "e2e_ms", "p50"))
+        var_b = count_variance(nb, sb.get("concurrency"), request_samples(requests_b, ib, "e2e_ms", "p50"))
+        bound = [run for run, st in (("A", sa), ("B", sb)) if "client_bound" in (st.get("flags") or [])]
+        client_bound = f"client_bound in {' and '.join(bound)}" if bound else None
+        for metric in RATE_METRICS:
+            ra, rb = _value(sa, metric, None), _value(sb, metric, None)
+            interval = None
+            if ra is not None and rb is not None:
+                interval = rate_interval(ra, na, var_a, rb, nb, var_b, confidence)
+            changes.append(
+                _rate_change(metric, ra, rb, interval, (round(na), round(nb)), client_bound, tolerance)
+            )
+        notes = [
+            f"{run} was client_bound here: its latencies include the load generator's own delays"
+            for run, st in (("A", sa), ("B", sb))
+            if "client_bound" in (st.get("flags") or [])
+        ]
+        steps.append(
+            StepComparison(
+                key,
+                ia,
+                ib,
+                (sa.get("verdict") or {}).get("bottleneck"),
+                (sb.get("verdict") or {}).get("bottleneck"),
+                changes,
+                notes,
+            )
+        )
+    cfg_a, cfg_b = summary_a.get("config") or {}, summary_b.get("config") or {}
+    diff = {
+        k: (cfg_a.get(k), cfg_b.get(k))
+        for k in sorted(set(cfg_a) | set(cfg_b))
+        if k not in _INCIDENTAL_CONFIG and cfg_a.get(k) != cfg_b.get(k)
+    }
+    return Comparison(
+        run_a=str(summary_a.get("run_id")),
+        run_b=str(summary_b.get("run_id")),
+        tolerance=tolerance,
+        confidence=confidence,
+        seed=seed,
+        steps=steps,
+        only_a=[_key_label(k) for k in keys_a if k not in by_key_b],
+        only_b=[_key_label(k) for k in by_key_b if k not in set(keys_a)],
+        config_diff=diff,
+    )
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:+.1f} %"
+
+
+def _num(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.2f}" if abs(v) < 100 else f"{v:.1f}"
+
+
+def render_markdown(c: Comparison) -> str:
+    """The comparison as markdown: per step, each metric's change, its noise interval and flag."""
+    out = [f"# tokenload compare: A = {c.run_a}, B = {c.run_b}", ""]
+    out.append(
+        f"Change = B / A - 1. Noise: {100 * c.confidence:g} % interval of the change (bootstrap of "
+        f"per-request samples for latencies, seed {c.seed}; completion counts for rates) and, for "
+        f"latencies, a difference wider than both runs' P10-P90 spread of per-request values. A "
+        f"regression is worse by more than {100 * c.tolerance:g} % and beyond noise "
+        "(the rule: tokenload/report/compare_math.py)."
+    )
+    out.append("")
+    if c.config_diff:
+        out.append(
+            "Configurations differ: "
+            + "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in c.config_diff.items())
+        )
+        out.append("")
+    for s in c.steps:
+        verdict = f"{s.verdict_a} -> {s.verdict_b}" if s.verdict_changed else f"{s.verdict_a} (unchanged)"
+        out += [f"## {s.label} (step {s.index_a} in A, {s.index_b} in B): verdict {verdict}", ""]
+        out += [f"Note: {n}." for n in s.notes] + ([""] if s.notes else [])
+        out.append("| metric | A | B | change | noise interval | spread P10-P90 | samples A/B | flag |")
+        out.append("|---|---|---|---|---|---|---|---|")
+        for m in s.changes:
+            iv = "-" if m.interval is None else f"{_pct(m.interval[0])} .. {_pct(m.interval[1])}"
+            out.append(
+                f"| {m.metric} | {_num(m.a)} | {_num(m.b)} | {_pct(m.change)} | {iv} | {_num(m.spread)} | "
+                f"{m.samples[0]}/{m.samples[1]} | {m.flag} |"
+            )
+        out.append("")
+    if c.only_a:
+        out += [f"Only in A: {', '.join(c.only_a)}", ""]
+    if c.only_b:
+        out += [f"Only in B: {', '.join(c.only_b)}", ""]
+    if not c.steps:
+        out += ["No step of A matches a step of B by load: nothing to compare.", ""]
+    regs = c.regressions
+    if regs:
+        out.append(f"**{len(regs)} regression(s)** beyond {100 * c.tolerance:g} % and noise:")
+        out += [f"- {label}: {m.metric} {_pct(m.change)}" for label, m in regs]
+    else:
+        out.append(f"No regression beyond {100 * c.tolerance:g} % and noise.")
+    out.append("")
+    return "\n".join(out)

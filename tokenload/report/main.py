@@ -1,0 +1,108 @@
+"""``tokenload report DIR``: rebuild a run directory's report.md, report.html and parquet files,
+re-running the diagnosis from summary.json's steps (``--threshold NAME=VALUE`` to change one),
+and print the per-step verdicts. ``--slo`` judges each step; ``--target-rps`` or
+``--target-users`` with ``--headroom`` sizes the replicas. Bad input: one line, exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+from tokenload.analysis.thresholds import Thresholds
+from tokenload.report.capacity import DEFAULT_HEADROOM, SLOError, Target, parse_slo
+from tokenload.report.markdown import capacity_lines
+from tokenload.report.model import build_model
+from tokenload.report.rundir import ReportError, load_run
+from tokenload.report.tables import COLUMNS, step_cells, text_table
+from tokenload.report.writer import write_model
+
+__all__ = ["build_parser", "main", "parse_thresholds"]
+
+PROG = "tokenload report"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (no usage block) with exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run_dir", metavar="DIR", help="a run directory (with summary.json)")
+    p.add_argument("--slo", default=None, help="latency SLO, e.g. ttft_p95_ms=1000,tpot_p95_ms=50")
+    target = p.add_mutually_exclusive_group()
+    target.add_argument("--target-rps", type=float, default=None, help="size replicas for this req/s")
+    target.add_argument("--target-users", type=float, default=None, help="size replicas for these users")
+    p.add_argument(
+        "--headroom", type=float, default=DEFAULT_HEADROOM, help="spare share per replica (default 0.2)"
+    )
+    p.add_argument(
+        "--threshold",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a diagnosis threshold (repeatable), e.g. kv_full_ratio=0.95",
+    )
+    return p
+
+
+def parse_thresholds(items: list[str]) -> Thresholds:
+    overrides: dict[str, float] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        try:
+            if not sep:
+                raise ValueError
+            overrides[name.strip()] = float(value)
+        except ValueError:
+            raise ValueError(f"--threshold: {item!r}: expected NAME=NUMBER") from None
+    return Thresholds.with_overrides(overrides)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        slo = parse_slo(args.slo) if args.slo is not None else None
+        thresholds = parse_thresholds(args.threshold)
+        target = None
+        if args.target_rps is not None:
+            target = Target("rps", args.target_rps)
+        elif args.target_users is not None:
+            target = Target("users", args.target_users)
+        if not args.headroom >= 0:
+            raise ValueError(f"--headroom: expected a share >= 0 (0.2 = 20 %), got {args.headroom:g}")
+        run = load_run(Path(args.run_dir))
+        model = build_model(
+            run.summary,
+            run.requests,
+            run.points,
+            slo=slo,
+            thresholds=thresholds,
+            target=target,
+            headroom=args.headroom,
+        )
+        paths = write_model(run, model)
+    except (ReportError, SLOError, ValueError) as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"{PROG}: cannot write the report: {exc}", file=sys.stderr)
+        return 2
+    print(text_table(COLUMNS, [step_cells(s) for s in model.steps]))
+    print()
+    print(model.knee_sentence())
+    for line in capacity_lines(model) if (slo or target) else []:
+        print(line)
+    if run.skipped_lines:
+        print(f"note: {run.skipped_lines} unreadable line(s) in the run's JSON-lines files were skipped")
+    print(f"\nreport: {paths.report_html}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

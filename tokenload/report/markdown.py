@@ -1,0 +1,123 @@
+"""report.md: a short summary of a run for a pull request or a ticket. Pure: model in, text out."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from tokenload.report.model import ReportModel, reconstructed_command
+from tokenload.report.redact import redact
+from tokenload.report.tables import (
+    COLUMNS,
+    evidence_words,
+    failure_counts,
+    fmt,
+    load_label,
+    markdown_table,
+    step_cells,
+)
+
+__all__ = ["capacity_lines", "render_markdown", "slo_rows"]
+
+
+def slo_rows(model: ReportModel) -> tuple[list[str], list[list[str]]]:
+    """Per step: each SLO item's value and whether the step meets it."""
+    assert model.slo is not None and model.checks is not None
+    header = ["step", "load", *(str(i) for i in model.slo.items), "meets SLO"]
+    rows = []
+    for step, check in zip(model.steps, model.checks, strict=True):
+        cells = [f"{fmt(v)} {'ok' if ok else 'FAIL'}" for _, v, ok in check.results]
+        rows.append([str(step.get("index")), load_label(step), *cells, "yes" if check.meets else "no"])
+    return header, rows
+
+
+def capacity_lines(model: ReportModel) -> list[str]:
+    """The capacity, goodput and replica plan in sentences (what was computed, said plainly)."""
+    lines = []
+    cap = model.capacity
+    if model.slo is not None:
+        lines.append(f"SLO: {model.slo}. A step meets it when each of its percentiles is within the limit.")
+    if cap is None:
+        lines.append(
+            "No step meets the SLO: no capacity at the loads run."
+            if model.slo is not None
+            else "No capacity: the first step is already saturated."
+        )
+    else:
+        unit = cap.load_unit
+        lines.append(
+            f"Capacity per replica: {cap.load:g} {unit} (step {cap.step_index}; {cap.basis}): "
+            f"{cap.requests_per_s:.2f} req/s, {cap.output_tokens_per_s:.1f} output tokens/s measured."
+        )
+        if cap.share is not None:
+            share = cap.share.request_share
+            if share is None:
+                lines.append("Goodput: no measured requests in that step to judge one by one.")
+            else:
+                lines.append(
+                    f"Goodput there: {cap.goodput_requests_per_s:.2f} req/s and "
+                    f"{cap.goodput_output_tokens_per_s:.1f} output tokens/s = the step's measured rates "
+                    f"x the share of its {cap.share.requests} measured requests that individually met every "
+                    f"per-request limit (TTFT/TPOT/E2E; ITL limits judge steps only): "
+                    f"{cap.share.good}/{cap.share.requests} = {100 * share:.1f} %."
+                )
+    if model.plan is not None:
+        lines.append(f"Replicas for the target: {model.plan.formula}.")
+    elif model.plan_error:
+        lines.append(f"Replicas for the target: not computed: {model.plan_error}.")
+    return lines
+
+
+def _config_rows(config: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for k, v in redact(config).items():
+        text = v if isinstance(v, str) else json.dumps(v, separators=(", ", ": "))
+        rows.append([k, f"`{text}`" if text != "" else '`""`'])
+    return rows
+
+
+def render_markdown(model: ReportModel) -> str:
+    s = model.summary
+    out = [f"# tokenload report: {s.get('run_id') or 'run'}", ""]
+    out += [f"**{model.knee_sentence()}**", ""]
+    knee = model.knee
+    if knee:
+        step = model.steps[knee["step"]]
+        out.append(f"Evidence at step {knee['step']} ({load_label(step)}):")
+        out += [f"- {e}" for e in evidence_words(step.get("verdict"))]
+        out.append("")
+    out.append(f"Advice ({knee['bottleneck'] if knee else 'none'}):")
+    out += [f"- {a}" for a in model.knee_advice()]
+    out += ["", "## Steps", "", markdown_table(COLUMNS, [step_cells(st) for st in model.steps]), ""]
+    out.append(
+        "Latencies in ms over requests that started in each step's measured part; rates over those "
+        "that ended in it; KV use, waiting and preemptions from the server's /metrics."
+    )
+    out.append("")
+    if model.slo is not None or model.plan is not None or model.plan_error:
+        out += ["## SLO and capacity", ""]
+        if model.slo is not None:
+            out += [markdown_table(*slo_rows(model)), ""]
+        out += [f"- {line}" for line in capacity_lines(model)]
+        out.append("")
+    out += ["## Failures by class", ""]
+    header, rows = failure_counts(model.steps, model.requests)
+    out += [markdown_table(header, rows) if rows else "No failed requests.", ""]
+    out += ["## Metric definitions", ""]
+    out += [markdown_table(["metric", "formula"], [[k, f"`{v}`"] for k, v in model.formulas.items()]), ""]
+    out += ["## How it was produced", ""]
+    started = s.get("started_at")
+    when = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(started)) if started else "-"
+    out += [
+        f"- tokenload {s.get('tokenload_version', '?')}, run `{s.get('run_id')}`, started {when}, "
+        f"workers: {', '.join(map(str, s.get('workers') or [])) or '-'}",
+        f"- equivalent command (reconstructed from summary.json): `{reconstructed_command(s)}`",
+        f"- thresholds: `{model.thresholds_text()}`",
+        "",
+        markdown_table(["config", "value"], _config_rows({"host (target)": s.get("host"), **model.config})),
+        "",
+        "No secret is recorded: only the API key's variable name (`api_key_env`) and whether it was set.",
+        "",
+    ]
+    return "\n".join(out)

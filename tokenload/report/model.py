@@ -1,0 +1,159 @@
+"""Everything a report says about a run, computed once and rendered as markdown, HTML or
+terminal text. Pure: takes the run's parsed files, reads none.
+
+The verdicts are recomputed from summary.json's steps (not copied from it), so a changed
+threshold, or a diagnosis improved since the run, shows in the report.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from tokenload.analysis.diagnosis import ADVICE, diagnose_steps, find_knee
+from tokenload.analysis.thresholds import Thresholds
+from tokenload.metrics.definitions import FORMULAS
+from tokenload.report.capacity import (
+    DEFAULT_HEADROOM,
+    SLO,
+    Capacity,
+    ReplicaPlan,
+    StepCheck,
+    Target,
+    check_steps,
+    find_capacity,
+    replicas_needed,
+)
+from tokenload.report.redact import redact
+from tokenload.report.tables import load_label
+
+__all__ = ["ReportModel", "build_model", "reconstructed_command", "refresh_verdicts"]
+
+
+def refresh_verdicts(summary: dict[str, Any], thresholds: Thresholds | None = None) -> dict[str, Any]:
+    """A copy of the summary with each step's verdict and the knee recomputed."""
+    out = copy.deepcopy(summary)
+    steps = out.get("steps") or []
+    verdicts = diagnose_steps(steps, thresholds=thresholds, peaks=out.get("gpu_peaks"))
+    for step, verdict in zip(steps, verdicts, strict=True):
+        step["verdict"] = verdict
+    out["knee"] = find_knee(steps, verdicts)
+    return out
+
+
+def reconstructed_command(summary: dict[str, Any]) -> str:
+    """A ``tokenload sweep`` line equivalent to the run, from what summary.json records (the
+    step timing is read back from the steps, so it is approximate)."""
+    steps = summary.get("steps") or []
+    cfg = summary.get("config") or {}
+    words = ["tokenload", "sweep"]
+    if summary.get("host"):
+        words += ["--host", str(redact(summary["host"]))]
+    loads = [s.get("concurrency") for s in steps if s.get("concurrency") is not None]
+    if loads:
+        words += ["--concurrency", ",".join(str(c) for c in loads)]
+    held = [s["end"] - s["start"] for s in steps if isinstance(s.get("end"), int | float) and s.get("start")]
+    warm = [
+        s["measure_start"] - s["start"]
+        for s in steps
+        if isinstance(s.get("measure_start"), int | float) and s.get("start")
+    ]
+    if held:
+        words += ["--step-duration", f"{sum(held) / len(held):.0f}"]
+    if warm:
+        words += ["--warmup", f"{sum(warm) / len(warm):.0f}"]
+    for key, flag in (("prompt_tokens", "--prompt-tokens"), ("output_tokens", "--output-tokens"),
+                      ("model", "--model")):  # fmt: skip
+        if cfg.get(key) not in (None, ""):
+            words += [flag, str(cfg[key])]
+    return " ".join(words)
+
+
+@dataclass(slots=True)
+class ReportModel:
+    summary: dict[str, Any]  # with refreshed verdicts and knee
+    requests: list[dict[str, Any]]
+    points: list[dict[str, Any]]
+    thresholds: Thresholds
+    slo: SLO | None
+    checks: list[StepCheck] | None
+    capacity: Capacity | None
+    plan: ReplicaPlan | None
+    plan_error: str | None
+    generated_at: float
+
+    @property
+    def steps(self) -> list[dict[str, Any]]:
+        return self.summary.get("steps") or []
+
+    @property
+    def knee(self) -> dict[str, Any] | None:
+        return self.summary.get("knee")
+
+    @property
+    def formulas(self) -> dict[str, str]:
+        return self.summary.get("formulas") or FORMULAS
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return redact(self.summary.get("config") or {})
+
+    def thresholds_text(self) -> str:
+        return ", ".join(f"{k}={v:g}" for k, v in asdict(self.thresholds).items())
+
+    def knee_sentence(self) -> str:
+        knee = self.knee
+        if not knee:
+            last = self.steps[-1] if self.steps else None
+            top = f" up to {load_label(last)}" if last else ""
+            return f"Not saturated at any step{top}: raise the load to find the knee."
+        step = self.steps[knee["step"]] if knee["step"] < len(self.steps) else {}
+        before = knee.get("last_unsaturated_concurrency")
+        prev = f"; the last unsaturated step ran {before} users" if before is not None else ""
+        return (
+            f"Saturated at step {knee['step']} ({load_label(step)}): {knee['bottleneck']} ran out{prev}. "
+            f"Output at the knee: {knee.get('output_tokens_per_s_at_knee') or 0:.1f} tokens/s."
+        )
+
+    def knee_advice(self) -> list[str]:
+        knee = self.knee
+        return ADVICE.get(knee["bottleneck"], []) if knee else ADVICE["none"]
+
+
+def build_model(
+    summary: dict[str, Any],
+    requests: list[dict[str, Any]],
+    points: list[dict[str, Any]],
+    *,
+    slo: SLO | None = None,
+    thresholds: Thresholds | None = None,
+    target: Target | None = None,
+    headroom: float = DEFAULT_HEADROOM,
+) -> ReportModel:
+    th = thresholds or Thresholds()
+    fresh = refresh_verdicts(summary, th)
+    steps = fresh.get("steps") or []
+    capacity = find_capacity(steps, slo, requests)
+    plan, plan_error = None, None
+    if target is not None:
+        if capacity is None:
+            plan_error = "no step meets the SLO: no per-replica capacity to plan with"
+        else:
+            try:
+                plan = replicas_needed(capacity, target, headroom)
+            except ValueError as exc:
+                plan_error = str(exc)
+    return ReportModel(
+        summary=fresh,
+        requests=requests,
+        points=points,
+        thresholds=th,
+        slo=slo,
+        checks=check_steps(steps, slo) if slo is not None else None,
+        capacity=capacity,
+        plan=plan,
+        plan_error=plan_error,
+        generated_at=time.time(),
+    )

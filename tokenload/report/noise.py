@@ -1,0 +1,118 @@
+"""How far a figure moves by chance between two runs: the statistics ``tokenload compare``
+judges with (the rule that combines them is in compare_math). Pure.
+
+* ``bootstrap_interval``: sampling noise of a percentile, from the per-request samples.
+* ``spread``: the width of the central 80 % of per-request values, the scale that run-level
+  effects (a closed loop settling into a different rhythm of arrivals) move a percentile by.
+* ``count_variance`` and ``rate_interval``: counting noise of a rate.
+"""
+
+from __future__ import annotations
+
+import math
+from statistics import NormalDist
+
+import numpy as np
+
+__all__ = [
+    "BOOTSTRAP_ROUNDS",
+    "CONFIDENCE",
+    "MIN_TAIL",
+    "bootstrap_interval",
+    "count_variance",
+    "min_samples",
+    "rate_interval",
+    "spread",
+]
+
+CONFIDENCE = 0.99
+BOOTSTRAP_ROUNDS = 2000
+#: A percentile q is judged only with this many samples beyond it on each side: n (1 - q) >= 5,
+#: 10 requests for p50, 500 for p99. A bootstrap of a p99 over 60 requests resamples their
+#: maximum and reports a spread far narrower than the truth.
+MIN_TAIL = 5
+
+
+def min_samples(q: float) -> int:
+    return max(2, math.ceil(MIN_TAIL / (1.0 - q) - 1e-9))
+
+
+def bootstrap_interval(
+    a: list[float],
+    b: list[float],
+    q: float,
+    rng: np.random.Generator,
+    rounds: int = BOOTSTRAP_ROUNDS,
+    confidence: float = CONFIDENCE,
+) -> tuple[float, float] | None:
+    """The central ``confidence`` share of quantile_q(B*) / quantile_q(A*) - 1 over ``rounds``
+    resamples (with replacement) of both sides; None with fewer than ``min_samples(q)`` a side."""
+    need = min_samples(q)
+    if len(a) < need or len(b) < need:
+        return None
+    xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    ratios = []
+    # In chunks, so that a step with thousands of requests stays within a few MB.
+    chunk = max(1, min(rounds, 2_000_000 // max(len(xa), len(xb))))
+    done = 0
+    while done < rounds:
+        k = min(chunk, rounds - done)
+        qa = np.quantile(xa[rng.integers(0, len(xa), size=(k, len(xa)))], q, axis=1)
+        qb = np.quantile(xb[rng.integers(0, len(xb), size=(k, len(xb)))], q, axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratios.append(qb / qa - 1.0)
+        done += k
+    r = np.concatenate(ratios)
+    r = r[np.isfinite(r)]
+    if r.size == 0:
+        return None
+    tail = (1.0 - confidence) / 2
+    lo, hi = np.quantile(r, [tail, 1.0 - tail])
+    return float(lo), float(hi)
+
+
+def spread(values: list[float]) -> float | None:
+    """P90 - P10 of the values (None with fewer than two)."""
+    if len(values) < 2:
+        return None
+    p10, p90 = np.quantile(np.asarray(values, dtype=float), [0.1, 0.9])
+    return float(p90 - p10)
+
+
+def count_variance(n: float, users: float | None, e2e_ms: list[float]) -> float:
+    """Variance of a step's completion count n. A closed loop of ``users`` (renewal theory):
+    n CV^2 + users / 4, CV being the per-request E2E coefficient of variation (1 without two
+    samples) and users / 4 the most a user's one request more or less in the window adds. An
+    open loop (``users`` None): Poisson, n."""
+    if users is None:
+        return max(n, 0.5)
+    cv2 = 1.0
+    if len(e2e_ms) >= 2:
+        m = sum(e2e_ms) / len(e2e_ms)
+        var = sum((x - m) ** 2 for x in e2e_ms) / (len(e2e_ms) - 1)
+        cv2 = var / (m * m) if m > 0 else 1.0
+    return max(n * cv2 + users / 4.0, 0.25)
+
+
+def rate_interval(
+    rate_a: float,
+    n_a: float,
+    var_a: float,
+    rate_b: float,
+    n_b: float,
+    var_b: float,
+    confidence: float = CONFIDENCE,
+) -> tuple[float, float] | None:
+    """Interval of rate_b / rate_a - 1 from the completion counts behind the rates and their
+    variances: exp(ln(B/A) +- z sqrt(var_A/n_A^2 + var_B/n_B^2)) - 1. A side that completed
+    nothing counts as half a completion, so the ratio stays finite."""
+    if rate_a <= 0 and rate_b <= 0:
+        return None
+    na, nb = max(n_a, 0.5), max(n_b, 0.5)
+    # Within a step a rate is proportional to its count: a zero rate is rescaled from 0.5.
+    ra = rate_a if rate_a > 0 else rate_b * na / nb
+    rb = rate_b if rate_b > 0 else rate_a * nb / na
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    half = z * math.sqrt(var_a / na**2 + var_b / nb**2)
+    center = math.log(rb / ra)
+    return math.exp(center - half) - 1.0, math.exp(center + half) - 1.0
