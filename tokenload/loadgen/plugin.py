@@ -170,7 +170,7 @@ class RunContext:
         self.scraper.start()
 
     def stop_scraper(self) -> None:
-        if self.scraper is not None and self.scraper._greenlet is not None:
+        if self.scraper is not None and self.scraper.running:
             self.scraper.scrape_once()  # the state at the end of the load, inside the window
             self.scraper.stop()
 

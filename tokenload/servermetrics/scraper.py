@@ -75,6 +75,10 @@ class Scraper:
         if self._greenlet is None:
             self._greenlet = gevent.spawn(self._run)
 
+    @property
+    def running(self) -> bool:
+        return self._greenlet is not None
+
     def stop(self) -> None:
         if self._greenlet is not None:
             self._greenlet.kill(block=True, timeout=2)
