@@ -61,7 +61,7 @@ def test_bad_length_spec_is_one_line(tmp_path: Path) -> None:
 
 def test_conversations_grow_their_history(sim_url: str, tmp_path: Path) -> None:
     run = run_locust(
-        "locustfiles/conversation.py", sim_url, tmp_path / "run", "-u", "2", "-t", "6s",
+        "locustfiles/conversation.py", sim_url, tmp_path / "run", "-u", "2", "-t", "12s",
         "--workload", str(ROOT / "locustfiles/workloads/conversation.yaml"),
     )  # fmt: skip
     assert run.returncode == 0, run.output[-2000:]

@@ -183,8 +183,7 @@ class ConversationUser(ChatUser):
     abstract = True
     _conversations = 0
 
-    @task
-    def generate(self) -> None:
+    def converse(self) -> None:
         model = self.model() or "unknown"
         try:
             planner = workload.planner_for(self.ctx, True, self.host, self.cfg.api_key, model)
@@ -214,3 +213,6 @@ class ConversationUser(ChatUser):
             conv.record_reply("".join(state.text_parts or ()))
             if not conv.done:
                 gevent.sleep(conv.think_time_s(think_rng))
+
+    # Only this task: the inherited single-request task must not run for conversations.
+    tasks = [converse]
