@@ -93,3 +93,13 @@ def test_a_bad_workload_file_is_one_line(tmp_path: Path) -> None:
     run = run_locust("locustfiles/chat.py", "http://127.0.0.1:9", tmp_path / "run", "--workload", str(bad))
     assert run.returncode != 0
     assert "input_tokenz" in run.output and "Traceback" not in run.output
+
+
+def test_a_workload_the_user_cannot_drive_ends_the_run_nonzero(sim_url: str, tmp_path: Path) -> None:
+    # The plain chat user cannot hold conversations: one line, a non-zero exit, no traceback.
+    run = run_locust(
+        "locustfiles/chat.py", sim_url, tmp_path / "run", "-u", "1", "-t", "10s",
+        "--workload", str(ROOT / "locustfiles/workloads/conversation.yaml"),
+    )  # fmt: skip
+    assert run.returncode == 2, run.output[-2000:]
+    assert "new_conversation" in run.output and "Traceback" not in run.output

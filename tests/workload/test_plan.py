@@ -88,7 +88,7 @@ def test_shared_prefix_requests() -> None:
     assert all(emulator(r.prompt) == 400 for r in reqs)
     assert reqs[0].prompt[:100] == reqs[2].prompt[:100] != reqs[1].prompt[:100]
     assert planner.requested_hit_rate == pytest.approx(0.25)
-    with pytest.raises(WorkloadError, match="drive new_conversation"):
+    with pytest.raises(WorkloadError, match="ConversationUser"):
         RequestPlanner(spec(kind="conversation"), chat=True).next()
 
 

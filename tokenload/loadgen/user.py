@@ -13,7 +13,7 @@ from locust.exception import StopUser
 
 import json
 import logging
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 import gevent
 from gevent import GreenletExit
@@ -94,17 +94,27 @@ class LLMUser(User):
         )
 
     @task
+    def _iteration(self) -> None:
+        # The one Locust task. Locust adds a base class's tasks to a subclass's, so subclasses
+        # change what an iteration does by overriding generate(), never with more @task methods.
+        self.generate()
+
     def generate(self) -> None:
+        """One iteration: one request from the workload."""
         model = self.model() or "unknown"
         try:
             body = self.next_request(model)
         except WorkloadError as exc:
-            # A workload that cannot produce requests (a bad dataset, lengths the model cannot
-            # take) ends the run with one line; it is not a server failure.
-            log.error("tokenload: %s", exc)
-            gevent.spawn(self.environment.runner.quit)  # not from this greenlet: quit stops users
-            raise StopUser() from None
+            self._workload_failed(exc)
         self.send(body)
+
+    def _workload_failed(self, exc: WorkloadError) -> NoReturn:
+        # A workload that cannot produce requests (a bad dataset, lengths the model cannot
+        # take) ends the run with one line and a non-zero exit code; it is not a server failure.
+        log.error("tokenload: %s", exc)
+        self.environment.process_exit_code = 2
+        gevent.spawn(self.environment.runner.quit)  # not from this greenlet: quit stops users
+        raise StopUser() from None
 
     def send(self, body: bytes, name: str | None = None, state: StreamState | None = None) -> dict[str, Any]:
         """Make one streamed request, fire its Locust event, return its record. Pass a ``state``
@@ -183,7 +193,8 @@ class ConversationUser(ChatUser):
     abstract = True
     _conversations = 0
 
-    def converse(self) -> None:
+    def generate(self) -> None:
+        """One iteration: one whole conversation."""
         model = self.model() or "unknown"
         try:
             planner = workload.planner_for(self.ctx, True, self.host, self.cfg.api_key, model)
@@ -192,9 +203,7 @@ class ConversationUser(ChatUser):
             conv = planner.new_conversation(f"{self.ctx.worker_name}-{n}")
             think_rng = stream_for(n, planner.spec.seed, "think")
         except WorkloadError as exc:
-            log.error("tokenload: %s", exc)
-            gevent.spawn(self.environment.runner.quit)  # not from this greenlet: quit stops users
-            raise StopUser() from None
+            self._workload_failed(exc)
         while not conv.done:
             turn = conv.next_turn()
             body = build_request_body(
@@ -213,6 +222,3 @@ class ConversationUser(ChatUser):
             conv.record_reply("".join(state.text_parts or ()))
             if not conv.done:
                 gevent.sleep(conv.think_time_s(think_rng))
-
-    # Only this task: the inherited single-request task must not run for conversations.
-    tasks = [converse]

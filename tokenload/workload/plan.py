@@ -145,7 +145,10 @@ class RequestPlanner:
         """The next request (kinds synthetic, dataset and shared_prefix)."""
         kind = self.spec.kind
         if kind == "conversation":
-            raise WorkloadError("kind conversation: drive new_conversation() turn by turn instead")
+            raise WorkloadError(
+                "kind conversation: run it with a ConversationUser (locustfiles/conversation.py); "
+                "this user sends single requests (the planner's new_conversation() drives turns)"
+            )
         if kind == "dataset":
             assert self.pool is not None
             item, n = self.pool.next()
