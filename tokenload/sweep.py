@@ -22,7 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from tokenload.loadgen.options import length_spec
-from tokenload.loadgen.steps import StepSpecError, parse_concurrency_list, staircase
+from tokenload.loadgen.steps import (
+    StepSpecError,
+    parse_concurrency_list,
+    parse_rate_list,
+    rate_staircase,
+    staircase,
+)
 from tokenload.results.rundir import make_run_dir
 from tokenload.serving.process import ServerProcess
 
@@ -30,7 +36,7 @@ __all__ = ["main"]
 
 _LOCUSTFILE = '''"""The locustfile this sweep ran (written by tokenload sweep)."""
 
-from tokenload.loadgen.shapes import StaircaseShape
+from tokenload.loadgen.shapes import {shape_class}
 from tokenload.loadgen.user import {user_class}
 
 
@@ -38,9 +44,16 @@ class User({user_class}):
     pass
 
 
-class Shape(StaircaseShape):
+class Shape({shape_class}):
     pass
 '''
+
+_SHAPES = {
+    "staircase": "StaircaseShape",
+    "knee": "KneeShape",
+    "rate": "RateShape",
+    "context": "ContextSweepShape",
+}
 
 
 class SweepError(Exception):
@@ -50,8 +63,28 @@ class SweepError(Exception):
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tokenload sweep", description=__doc__)
     p.add_argument("--host", default=None, help="target base URL; default: start the built-in emulator")
-    p.add_argument("--shape", choices=["staircase"], default="staircase", help="load shape")
+    p.add_argument(
+        "--shape",
+        choices=sorted(_SHAPES),
+        default="staircase",
+        help="staircase: --concurrency steps; knee: adaptive search for the saturation concurrency; "
+        "rate: open-loop --rate steps; context: one step per --prompt-lengths length at each --concurrency",
+    )
+    p.add_argument("--prompt-lengths", default="121,511,2041,8191", help="context shape: prompt lengths")
     p.add_argument("--concurrency", default="1,2,4,8,16,32,64", help="steps: 1,2,4,8 or start:stop:xfactor")
+    p.add_argument("--rate", default="1,2,4,8", help="rate steps (requests/s): 0.5,1,2 or start:stop:xfactor")
+    p.add_argument("--arrival", default="poisson", help="open-loop arrivals: constant, poisson, gamma:B")
+    p.add_argument("--arrival-seed", type=int, default=0)
+    p.add_argument("--max-in-flight", type=int, default=512, help="open loop: users sending the arrivals")
+    p.add_argument("--knee-start", type=int, default=1)
+    p.add_argument("--knee-max", type=int, default=1024)
+    p.add_argument("--knee-factor", type=float, default=4.0, help="growth between probe steps")
+    p.add_argument("--knee-resolution", type=float, default=1.5, help="bisect until hi/lo <= this")
+    p.add_argument("--probe-duration", type=float, default=None, help="probe steps' seconds (half a step)")
+    p.add_argument("--stop-slo", default="", help="stop after --stop-slo-steps steps break it")
+    p.add_argument("--stop-slo-steps", type=int, default=2)
+    p.add_argument("--stop-error-rate", type=float, default=0.5, help="stop after a step failing more")
+    p.add_argument("--time-budget", type=float, default=None, help="seconds of load at most")
     p.add_argument("--step-duration", type=float, default=30.0, help="seconds each step is held")
     p.add_argument(
         "--warmup", type=float, default=0.2, help="start of each step left out: fraction (<1) or seconds"
@@ -70,6 +103,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--metrics-interval", type=float, default=1.0)
     p.add_argument(
+        "--prometheus-url", default="", help="query the server's metrics from this Prometheus instead"
+    )
+    p.add_argument("--prometheus-selector", default="", help='label matchers, e.g. {namespace="llm"}')
+    p.add_argument(
         "--sim-args", default="", help="extra arguments for the built-in emulator, when it is the target"
     )
     p.add_argument(
@@ -80,12 +117,41 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _check(args: argparse.Namespace) -> list[int]:
+def _check(args: argparse.Namespace) -> None:
+    from tokenload.loadgen.arrivals import ArrivalSpecError, parse_arrival
+    from tokenload.report.capacity import SLOError, parse_slo
+
     try:
-        levels = parse_concurrency_list(args.concurrency)
-        staircase(levels, args.step_duration, args.warmup)
-    except StepSpecError as exc:
+        if args.shape == "context":
+            for n in args.prompt_lengths.split(","):
+                length_spec("--prompt-lengths")(n)
+        if args.shape == "rate":
+            rate_staircase(parse_rate_list(args.rate), args.step_duration, args.warmup, args.max_in_flight)
+            parse_arrival(args.arrival)
+        else:
+            levels = parse_concurrency_list(args.concurrency) if args.shape == "staircase" else [1]
+            staircase(levels, args.step_duration, args.warmup)
+        if args.probe_duration is not None:
+            staircase([1], args.probe_duration, args.warmup)
+        if args.stop_slo:
+            parse_slo(args.stop_slo)
+    except (StepSpecError, ArrivalSpecError) as exc:
         raise SweepError(str(exc)) from None
+    except argparse.ArgumentTypeError as exc:
+        raise SweepError(f"--prompt-lengths: {exc}") from None
+    except SLOError as exc:
+        raise SweepError(str(exc).replace("--slo:", "--stop-slo:", 1)) from None
+    for name, value, ok, expected in (
+        ("--knee-start", args.knee_start, args.knee_start >= 1, "a positive integer"),
+        ("--knee-max", args.knee_max, args.knee_max >= args.knee_start, "an integer >= --knee-start"),
+        ("--knee-factor", args.knee_factor, args.knee_factor > 1, "a factor > 1"),
+        ("--knee-resolution", args.knee_resolution, args.knee_resolution > 1, "a factor > 1"),
+        ("--stop-slo-steps", args.stop_slo_steps, args.stop_slo_steps >= 1, "a positive integer"),
+        ("--stop-error-rate", args.stop_error_rate, 0 <= args.stop_error_rate <= 1, "a share from 0 to 1"),
+        ("--time-budget", args.time_budget, args.time_budget is None or args.time_budget > 0, "seconds > 0"),
+    ):
+        if not ok:
+            raise SweepError(f"{name}: expected {expected}, got {value:g}")
     for name in ("prompt_tokens", "output_tokens"):
         option = "--" + name.replace("_", "-")
         try:
@@ -106,9 +172,16 @@ def _check(args: argparse.Namespace) -> list[int]:
             load_workload_file(args.workload)
         except WorkloadError as exc:
             raise SweepError(str(exc)) from None
+    if args.prometheus_url:
+        from tokenload.servermetrics.promql import PromQLError, check_prometheus_url, parse_selector
+
+        try:
+            check_prometheus_url(args.prometheus_url)
+            parse_selector(args.prometheus_selector)
+        except PromQLError as exc:
+            raise SweepError(str(exc)) from None
     if args.host is not None and not args.host.startswith(("http://", "https://")):
         raise SweepError(f"--host: expected an http:// or https:// URL, got {args.host!r}")
-    return levels
 
 
 def _reach(host: str) -> None:
@@ -138,23 +211,36 @@ def _locust_bin() -> str:
 def _run_locust(args: argparse.Namespace, host: str, run_dir: Path) -> int:
     locustfile = run_dir / "locustfile.py"
     user = "ChatUser" if args.endpoint == "chat" else "CompletionsUser"
-    locustfile.write_text(_LOCUSTFILE.format(user_class=user))
+    locustfile.write_text(_LOCUSTFILE.format(user_class=user, shape_class=_SHAPES[args.shape]))
     common = [_locust_bin(), "-f", str(locustfile)]
     load = [
         "--host", host, "--headless", "--only-summary", "--run-dir", str(run_dir),
         "--concurrency", args.concurrency, "--step-duration", str(args.step_duration),
         "--warmup", str(args.warmup),
+        "--rate", args.rate, "--arrival", args.arrival, "--arrival-seed", str(args.arrival_seed),
+        "--max-in-flight", str(args.max_in_flight), "--prompt-lengths", args.prompt_lengths,
+        "--knee-start", str(args.knee_start), "--knee-max", str(args.knee_max),
+        "--knee-factor", str(args.knee_factor), "--knee-resolution", str(args.knee_resolution),
+        "--stop-slo-steps", str(args.stop_slo_steps), "--stop-error-rate", str(args.stop_error_rate),
         "--prompt-tokens", str(args.prompt_tokens), "--output-tokens", str(args.output_tokens),
         "--metrics-interval", str(args.metrics_interval), "--stop-timeout", "120", "--loglevel", "WARNING",
     ]  # fmt: skip
     if args.model:
         load += ["--model", args.model]
+    if args.probe_duration is not None:
+        load += ["--probe-duration", str(args.probe_duration)]
+    if args.stop_slo:
+        load += ["--stop-slo", args.stop_slo]
+    if args.time_budget is not None:
+        load += ["--time-budget", str(args.time_budget)]
     if args.gpu_peaks:
         load += ["--gpu-peaks", args.gpu_peaks]
     if args.workload:
         load += ["--workload", str(Path(args.workload).resolve())]
     for url in args.metrics_url or []:
         load += ["--metrics-url", url]
+    if args.prometheus_url:
+        load += ["--prometheus-url", args.prometheus_url, "--prometheus-selector", args.prometheus_selector]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     if args.workers == 0:
         return subprocess.call([*common, *load], env=env)
@@ -217,20 +303,50 @@ def _verdict(step: dict[str, Any]) -> str:
 
 
 def print_steps(summary: dict[str, Any]) -> None:
-    print(f"\n{'step':>4} {'users':>6} {'req/s':>7} {'out tok/s':>10} {'TTFT p50':>9} {'TTFT p99':>9} "
-          f"{'TPOT p50':>9} {'KV use':>7} {'running':>8} {'waiting':>8} {'preempt':>8}  verdict")  # fmt: skip
+    open_loop = any(s.get("target_rate_rps") is not None for s in summary["steps"])
+    load = "rate" if open_loop else "users"
+    extra = f" {'sent/s':>7} {'lag p99':>8}" if open_loop else ""
+    print(f"\n{'step':>4} {load:>6} {'req/s':>7} {'out tok/s':>10} {'TTFT p50':>9} {'TTFT p99':>9} "
+          f"{'TPOT p50':>9} {'KV use':>7} {'running':>8} {'waiting':>8} {'preempt':>8}"
+          f"{extra}  verdict")  # fmt: skip
     for s in summary["steps"]:
         srv = s.get("server") or {}
         kv = (srv.get("kv_cache_usage_ratio") or {}).get("mean")
         run = (srv.get("requests_running") or {}).get("mean")
         wait = (srv.get("requests_waiting") or {}).get("mean")
         pre = (srv.get("preemptions") or {}).get("increase")
+        level = f"{s['target_rate_rps']:g}" if open_loop else str(s["concurrency"])
+        more = ""
+        if open_loop:
+            lag = (s.get("client") or {}).get("send_lag_ms_p99")
+            more = f" {_fmt(s.get('achieved_rate_rps'), 2):>7} {_fmt(lag):>8}"
         print(
-            f"{s['index']:>4} {s['concurrency']:>6} {_fmt(s['requests_per_s'], 2):>7} "
+            f"{s['index']:>4} {level:>6} {_fmt(s['requests_per_s'], 2):>7} "
             f"{_fmt(s['output_tokens_per_s']):>10} "
             f"{_fmt(s['ttft_ms']['p50']):>9} {_fmt(s['ttft_ms']['p99']):>9} {_fmt(s['tpot_ms']['p50']):>9} "
-            f"{_fmt(kv, 3):>7} {_fmt(run):>8} {_fmt(wait):>8} {_fmt(pre, 0):>8}  {_verdict(s)}"
+            f"{_fmt(kv, 3):>7} {_fmt(run):>8} {_fmt(wait):>8} {_fmt(pre, 0):>8}{more}  {_verdict(s)}"
         )
+
+
+def print_findings(summary: dict[str, Any]) -> None:
+    knee, search = summary.get("knee"), summary.get("search") or {}
+    if knee:
+        if knee.get("target_rate_rps") is not None:
+            at = f"{knee['target_rate_rps']:g} req/s"
+            good = knee.get("last_unsaturated_rate_rps")
+            below = f"{good:g} req/s" if good is not None else "none"
+        else:
+            at, below = f"{knee['concurrency']} users", f"{knee['last_unsaturated_concurrency']} users"
+        print(f"\nsaturated at step {knee['step']} ({at}): {knee['bottleneck']}; last unsaturated: {below}")
+    else:
+        print("\nnot saturated at any step: raise the load to find the knee")
+    if search.get("shape") == "knee":
+        print(
+            f"knee search: {search['outcome']}; between {search['last_unsaturated_concurrency']} and "
+            f"{search['first_saturated_concurrency']} users ({len(search['probes'])} steps)"
+        )
+    if search.get("stop_reason"):
+        print(f"stopped early: {search['stop_reason']}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -287,14 +403,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"tokenload sweep: the report could not be written: {exc}", file=sys.stderr)
         summary = json.loads(summary_path.read_text())
         print_steps(summary)
-        knee = summary.get("knee")
-        if knee:
-            print(
-                f"\nsaturated at step {knee['step']} ({knee['concurrency']} users): {knee['bottleneck']}; "
-                f"last unsaturated: {knee['last_unsaturated_concurrency']} users"
-            )
-        else:
-            print("\nnot saturated at any step: raise --concurrency to find the knee")
+        print_findings(summary)
         if report_html is not None:
             print(f"\nreport: {report_html}")
     print(f"\nrun directory: {run_dir} ({time.monotonic() - t0:.0f} s)")

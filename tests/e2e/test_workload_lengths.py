@@ -5,6 +5,7 @@ has no /tokenize."""
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,20 @@ def test_a_workload_the_user_cannot_drive_ends_the_run_nonzero(sim_url: str, tmp
     )  # fmt: skip
     assert run.returncode == 2, run.output[-2000:]
     assert "new_conversation" in run.output and "Traceback" not in run.output
+
+
+def test_the_context_sweep_gives_each_step_its_exact_prompt_length(sim_url: str, tmp_path: Path) -> None:
+    run = run_locust(
+        "locustfiles/completions.py,locustfiles/context_sweep.py", sim_url, tmp_path / "run",
+        "--prompt-lengths", "121,511", "--concurrency", "1", "--step-duration", "3", "--warmup", "0.5",
+        "--output-tokens", "8",
+    )  # fmt: skip
+    assert run.returncode == 0, run.output[-2000:]
+    steps = json.loads((run.run_dir / "summary.json").read_text())["steps"]
+    assert [(s["prompt_tokens"], s["concurrency"]) for s in steps] == [("121", 1), ("511", 1)]
+    records = [r for r in read_records(run.run_dir) if r["step"] is not None]
+    assert {(r["step"], r["input_tokens"]) for r in records} == {(0, 121), (1, 511)}
+    assert all(r["input_tokens"] == r["requested_input_tokens"] for r in records)
+    # Longer prompts, longer prefills: TTFT grows with the prompt; the steps are separate series.
+    assert steps[1]["ttft_ms"]["p50"] > steps[0]["ttft_ms"]["p50"]
+    assert all(s["verdict"]["bottleneck"] == "none" for s in steps)

@@ -42,6 +42,23 @@ def _closed_port() -> int:
         (["--workers", "-1"], "--workers"),
         (["--host", "ftp://x"], "--host: expected an http:// or https:// URL"),
         (["--host", "http://127.0.0.1:PORT"], "--host: cannot reach"),
+        (["--shape", "rate", "--rate", "-5"], "--rate: expected positive request rates"),
+        (["--shape", "rate", "--rate", ""], "--rate: expected a list"),
+        (["--shape", "rate", "--rate", "4:1:x2"], "--rate: expected 0 < start <= stop"),
+        (["--shape", "rate", "--arrival", "gamma:0"], "--arrival: expected gamma:B"),
+        (["--shape", "rate", "--arrival", "weibull"], "--arrival: expected constant, poisson or gamma"),
+        (["--shape", "rate", "--max-in-flight", "0"], "--max-in-flight: expected a positive number"),
+        (["--shape", "knee", "--knee-factor", "1"], "--knee-factor: expected a factor > 1"),
+        (["--shape", "knee", "--knee-max", "0"], "--knee-max: expected an integer >= --knee-start"),
+        (["--stop-slo", "ttft_p95=5"], "--stop-slo:"),
+        (["--stop-error-rate", "2"], "--stop-error-rate: expected a share from 0 to 1"),
+        (["--time-budget", "0"], "--time-budget: expected seconds > 0"),
+        (["--shape", "context", "--prompt-lengths", "121,x"], "--prompt-lengths: "),
+        (["--prometheus-url", "ftp://x"], "--prometheus-url: "),
+        (
+            ["--prometheus-url", "http://127.0.0.1:9", "--prometheus-selector", "{job=}"],
+            "--prometheus-selector: ",
+        ),
     ],
 )
 def test_bad_arguments_fail_before_any_load(args: list[str], needle: str, tmp_path: Path) -> None:

@@ -191,6 +191,15 @@ def _write(path: Path, *ends_tokens: tuple[float, int], status: str = "ok") -> N
             fh.write(json.dumps({**rec, "output_tokens": out}) + "\n")
 
 
+def _write_kept(ctx: _Ctx, *ends_tokens: tuple[float, int], status: str = "ok", now: float) -> None:
+    """As the run keeps records: appended to requests.jsonl and tallied into the step windows
+    (``now`` is the master's clock when they arrive)."""
+    _write(ctx.records.path, *ends_tokens, status=status)
+    for end, out in ends_tokens:
+        rec = {"status": status, "wall_start": end - 1.0, "e2e_ms": 1000.0, "input_tokens": 7}
+        ctx.steps.note_completion({**rec, "output_tokens": out}, now=now)
+
+
 def _step_ctx(tmp_path: Path) -> _Ctx:
     ctx = _Ctx()
     ctx.records = SimpleNamespace(path=tmp_path / "requests.jsonl")
@@ -212,13 +221,13 @@ def test_steps_get_the_verdicts_of_summary_json_once_settled(tmp_path: Path) -> 
     ctx.steps.measure(0, 102.0)
     for ttft in (80.0, 90.0):
         ctx.steps.record({**_rec(ttft, 10.0), "step": 0, "phase": "measure"}, [])
-    _write(ctx.records.path, (101.0, 50), (105.0, 10), (108.5, 20))  # warm-up, measured, measured
-    _write(ctx.records.path, (106.0, 999), status="failed")
+    _write_kept(ctx, (101.0, 50), (105.0, 10), (108.5, 20), now=109.0)  # warm-up, measured, measured
+    _write_kept(ctx, (106.0, 999), status="failed", now=109.0)
     status = live.to_json(now=103.0)["status"]["step"]
     assert (status["index"], status["phase"], status["of"], status["users"]) == (0, "measure", 2, 2)
     live.tick(103.0)
     ctx.steps.end(0, 110.0)
-    _write(ctx.records.path, (111.0, 40))  # between the steps: no step's
+    _write_kept(ctx, (111.0, 40), now=111.0)  # between the steps: no step's
     live.tick(111.0)
     rows = live.steps(111.0)
     assert rows[0]["state"] == "done" and rows[0]["verdict"] is None and rows[0]["verdict_pending"]
@@ -229,7 +238,7 @@ def test_steps_get_the_verdicts_of_summary_json_once_settled(tmp_path: Path) -> 
     assert rows[0]["output_tokens_per_s"] == pytest.approx(30 / 8)
     ctx.steps.begin(1, 4, None, 112.0)
     ctx.steps.measure(1, 114.0)
-    _write(ctx.records.path, (115.0, 100), (121.0, 100), (123.0, 100))  # the last: a skewed clock
+    _write_kept(ctx, (115.0, 100), (121.0, 100), (123.0, 100), now=121.0)  # the last: a skewed clock
     live.tick(116.0)
     ctx.steps.end(1, 122.0)
     live.tick(123.0)

@@ -4,6 +4,10 @@ Labels: ``none`` (still scaling), ``compute`` (prefill-bound), ``memory_bandwidt
 (decode-bound), ``kv_capacity`` (the KV cache is full), ``scheduler_limit`` (running pinned at
 a cap such as max_num_seqs while the cache has room), ``client`` (the load generator could not
 keep up), ``errors`` (failures crossed their threshold). Input: the steps of ``summary.json``.
+
+Steps are judged in order of load (concurrency, or target rate), whatever order they ran in (a
+knee search bisects downwards): a step is compared with the step of the next lower load, and
+latencies with the lowest-load step's.
 """
 
 from __future__ import annotations
@@ -66,8 +70,7 @@ def _saturation(
         (_completed(prev) >= th.min_completed and _completed(step) >= th.min_completed) if prev else False
     )
     if prev is not None and (judged or _g(step, "server", "generation_tokens", "rate_per_s")):
-        load_prev = prev.get("concurrency") or prev.get("target_rate_rps")
-        load = step.get("concurrency") or step.get("target_rate_rps")
+        load_prev, load = _load(prev), _load(step)
         (t_prev, _), (t, source) = _throughput(prev), _throughput(step)
         if load_prev and load and load > load_prev and t_prev > 0:
             eff = (t / t_prev - 1.0) / (load / load_prev - 1.0)
@@ -219,12 +222,29 @@ def _growth(step: dict[str, Any], base: dict[str, Any], m: str) -> float | None:
 def diagnose_steps(
     steps: list[dict[str, Any]], thresholds: Thresholds | None = None, peaks: dict[str, float] | None = None
 ) -> list[dict[str, Any]]:
-    """One verdict per step: ``{"bottleneck", "saturated", "evidence", "advice"}``."""
+    """One verdict per step: ``{"bottleneck", "saturated", "evidence", "advice"}``. Steps with
+    different workloads (a context sweep's prompt lengths) are judged as separate series."""
     th = thresholds or Thresholds()
-    out = []
-    base = steps[0] if steps else {}
-    for i, step in enumerate(steps):
-        prev = steps[i - 1] if i else None
+    out: list[dict[str, Any]] = [{} for _ in steps]
+    series: dict[Any, list[int]] = {}
+    for i in _by_load(steps):
+        series.setdefault(steps[i].get("prompt_tokens"), []).append(i)
+    for order in series.values():
+        _diagnose_series(steps, order, th, peaks, out)
+    return out
+
+
+def _diagnose_series(
+    steps: list[dict[str, Any]],
+    order: list[int],
+    th: Thresholds,
+    peaks: dict[str, float] | None,
+    out: list[dict[str, Any]],
+) -> None:
+    base = steps[order[0]]
+    for pos, i in enumerate(order):
+        step = steps[i]
+        prev = steps[order[pos - 1]] if pos else None
         reqs = step.get("requests") or {}
         total = (reqs.get("ok") or 0) + (reqs.get("failed") or 0)
         if "client_bound" in (step.get("flags") or []):
@@ -270,21 +290,37 @@ def diagnose_steps(
                 _ev("requests completed in the step", round(_completed(step), 1),
                     f"< {th.min_completed}: lengthen --step-duration; throughput not judged")
             )  # fmt: skip
-        out.append(verdict_out)
-    return out
+        out[i] = verdict_out
+
+
+def _load(step: dict[str, Any]) -> float:
+    c = step.get("target_rate_rps")
+    if c is None:
+        c = step.get("concurrency")
+    return float(c or 0)
+
+
+def _by_load(steps: list[dict[str, Any]]) -> list[int]:
+    """Step positions in order of load; a stable sort keeps equal loads in run order."""
+    return sorted(range(len(steps)), key=lambda i: _load(steps[i]))
 
 
 def find_knee(steps: list[dict[str, Any]], verdicts: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The saturation point: the last step before the first saturated one, and what ran out."""
-    for i, v in enumerate(verdicts):
-        if v["bottleneck"] not in ("none", "client"):
-            last_good = steps[i - 1] if i else None
+    """The saturation point: the lowest-load saturated step, the highest-load unsaturated step
+    below it, and what ran out."""
+    last_good = None
+    for i in _by_load(steps):
+        v = verdicts[i]
+        if v["bottleneck"] == "none":
+            last_good = steps[i]
+        elif v["bottleneck"] != "client":
             return {
                 "step": i,
                 "concurrency": steps[i].get("concurrency"),
                 "target_rate_rps": steps[i].get("target_rate_rps"),
                 "bottleneck": v["bottleneck"],
                 "last_unsaturated_concurrency": last_good.get("concurrency") if last_good else None,
+                "last_unsaturated_rate_rps": last_good.get("target_rate_rps") if last_good else None,
                 "output_tokens_per_s_at_knee": steps[i].get("output_tokens_per_s"),
             }
     return None

@@ -109,9 +109,166 @@ def add_arguments(parser: Any) -> None:
         help="The target GPU's peak FLOP/s and memory bytes/s, e.g. 989e12,3.35e12 (H100 SXM, bf16): "
         "lets the analysis compare the server's estimated FLOPs and bytes against them",
     )
-    s = parser.add_argument_group("tokenload steps", "for the step shapes (locustfiles/staircase.py)")
+    add_prometheus_arguments(parser)
+    add_step_arguments(parser)
+
+
+def _promql_type(option: str) -> Any:
+    """An argparse type from :mod:`tokenload.servermetrics.promql`'s checks (empty = not set)."""
+
+    def parse(text: str) -> str:
+        from tokenload.servermetrics.promql import PromQLError, check_prometheus_url, parse_selector
+
+        if not str(text).strip():
+            return ""
+        try:
+            (check_prometheus_url if option == "--prometheus-url" else parse_selector)(str(text), option)
+        except PromQLError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{option}: ")) from None
+        return str(text).strip()
+
+    return parse
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a TCP port 0..65535 (0 = off), got {text!r}")
+    return value
+
+
+def add_prometheus_arguments(parser: Any) -> None:
+    """A Prometheus server as the source of the server's figures, and tokenload's own /metrics."""
+    p = parser.add_argument_group("tokenload and Prometheus")
+    p.add_argument(
+        "--prometheus-url",
+        type=_promql_type("--prometheus-url"),
+        default="",
+        help="Take the server's figures from this Prometheus (http://prometheus:9090) with PromQL over "
+        "each step, instead of scraping the servers' /metrics one by one",
+    )
+    p.add_argument(
+        "--prometheus-selector",
+        type=_promql_type("--prometheus-selector"),
+        default="",
+        help='Label matchers added to every PromQL series, e.g. {namespace="llm",job="vllm"}',
+    )
+    p.add_argument(
+        "--exporter-port",
+        type=_port,
+        default=0,
+        help="Serve tokenload's own Prometheus /metrics on this port (0: off; with the web UI it is also "
+        "at the web UI's /metrics)",
+    )
+    p.add_argument(
+        "--exporter-host", default="0.0.0.0", help="Interface of --exporter-port (default: all, as in a pod)"
+    )
+
+
+def _checked(parse: Any, option: str) -> Any:
+    """An argparse type from a parser that raises ValueError with a message naming the option."""
+
+    def check(text: str) -> str:
+        try:
+            parse(text, option)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{option}: ")) from None
+        return text
+
+    return check
+
+
+def _slo(text: str, option: str) -> None:
+    from tokenload.report.capacity import SLOError, parse_slo
+
+    if not text.strip():
+        return  # no SLO: no stop condition
+    try:
+        parse_slo(text)
+    except SLOError as exc:
+        raise ValueError(str(exc).replace("--slo:", f"{option}:", 1)) from None
+
+
+def _length_list(text: str, option: str) -> None:
+    items = [s.strip() for s in text.split(",")]
+    if not text.strip() or not all(items):
+        raise ValueError(f"{option}: expected lengths like 121,511,2041, got {text!r}")
+    for item in items:
+        try:
+            length_spec(option)(item)
+        except argparse.ArgumentTypeError as exc:
+            raise ValueError(f"{option}: {item!r}: {exc}") from None
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a share between 0 and 1, got {text!r}")
+    return value
+
+
+def _factor(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 1:
+        raise argparse.ArgumentTypeError(f"expected a factor > 1, got {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def add_step_arguments(parser: Any) -> None:
+    """The load-shape options (staircase, knee, rate) and the stop conditions."""
+    from tokenload.loadgen.arrivals import parse_arrival
+    from tokenload.loadgen.steps import parse_concurrency_list, parse_rate_list
+
+    s = parser.add_argument_group("tokenload steps", "for the load shapes (locustfiles/staircase.py, ...)")
     s.add_argument(
-        "--concurrency", default="1,2,4,8", help="Concurrency steps: 1,2,4,8 or start:stop:xfactor"
+        "--concurrency",
+        type=_checked(parse_concurrency_list, "--concurrency"),
+        default="1,2,4,8",
+        help="Concurrency steps: 1,2,4,8 or start:stop:xfactor",
+    )
+    s.add_argument(
+        "--rate",
+        type=_checked(parse_rate_list, "--rate"),
+        default="1,2,4",
+        help="Rate steps, open loop (locustfiles/rate.py): requests/s, 0.5,1,2 or start:stop:xfactor",
+    )
+    s.add_argument(
+        "--arrival",
+        type=_checked(parse_arrival, "--arrival"),
+        default="poisson",
+        help="Open-loop arrivals: constant, poisson or gamma:B (burstiness B, as vLLM's bench)",
+    )
+    s.add_argument("--arrival-seed", type=int, default=0, help="Seed of the arrival schedule")
+    s.add_argument(
+        "--max-in-flight",
+        type=_count,
+        default=512,
+        help="Open loop: users sending the arrivals (the most requests in flight, over all workers)",
+    )
+    s.add_argument(
+        "--prompt-lengths",
+        type=_checked(_length_list, "--prompt-lengths"),
+        default="121,511,2041,8191",
+        help="Context sweep (locustfiles/context_sweep.py): prompt lengths, one series of steps each",
     )
     s.add_argument("--step-duration", type=_positive_float, default=30.0, help="Seconds each step is held")
     s.add_argument(
@@ -119,6 +276,50 @@ def add_arguments(parser: Any) -> None:
         type=float,
         default=0.2,
         help="Start of each step left out of its stats: a fraction (<1) or seconds",
+    )
+    k = parser.add_argument_group("tokenload knee search", "for the knee shape (locustfiles/knee.py)")
+    k.add_argument("--knee-start", type=_count, default=1, help="First concurrency of the search")
+    k.add_argument("--knee-max", type=_count, default=1024, help="Highest concurrency the search may try")
+    k.add_argument(
+        "--knee-factor", type=_factor, default=4.0, help="Growth between probe steps while unsaturated"
+    )
+    k.add_argument(
+        "--knee-resolution",
+        type=_factor,
+        default=1.5,
+        help="Bisect until saturated / unsaturated concurrency is at most this ratio",
+    )
+    k.add_argument(
+        "--probe-duration",
+        type=_positive_float,
+        default=None,
+        help="Seconds each probe step (the geometric climb) is held; default: half of --step-duration",
+    )
+    x = parser.add_argument_group("tokenload stop conditions", "end a shape early")
+    x.add_argument(
+        "--stop-slo",
+        type=_checked(_slo, "--stop-slo"),
+        default="",
+        help="Stop after --stop-slo-steps steps in a row break this SLO, e.g. ttft_p95_ms=2000",
+    )
+    x.add_argument("--stop-slo-steps", type=_count, default=2, help="Consecutive SLO breaches that stop")
+    x.add_argument(
+        "--stop-error-rate",
+        type=_fraction,
+        default=0.5,
+        help="Stop after a step whose failed share is above this (0-1)",
+    )
+    x.add_argument(
+        "--no-stop-oversaturated",
+        action="store_true",
+        default=False,
+        help="Go on after a step whose server waiting queue grew throughout (over-saturation)",
+    )
+    x.add_argument(
+        "--time-budget",
+        type=_positive_float,
+        default=None,
+        help="Seconds of load at most: no step starts that would end past it",
     )
 
 
@@ -139,6 +340,12 @@ class RunConfig:
     metrics_interval_s: float
     server_metrics: bool
     gpu_peaks: dict[str, float] | None
+    #: A Prometheus server as the source of the server's figures ('' = scrape the servers).
+    prometheus_url: str = ""
+    prometheus_selector: tuple[str, ...] = ()
+    #: tokenload's own /metrics on a port of its own (0 = off).
+    exporter_port: int = 0
+    exporter_host: str = "0.0.0.0"
 
     @property
     def api_key(self) -> str | None:
@@ -174,7 +381,17 @@ def run_config(options: Any) -> RunConfig:
         metrics_interval_s=float(opt("metrics_interval", 1.0)),
         server_metrics=not bool(opt("no_server_metrics", False)),
         gpu_peaks=_gpu_peaks(opt("gpu_peaks", "")),
+        prometheus_url=str(opt("prometheus_url", "") or ""),
+        prometheus_selector=_selector(opt("prometheus_selector", "")),
+        exporter_port=int(opt("exporter_port", 0) or 0),
+        exporter_host=str(opt("exporter_host", "0.0.0.0")),
     )
+
+
+def _selector(text: str) -> tuple[str, ...]:
+    from tokenload.servermetrics.promql import parse_selector
+
+    return parse_selector(str(text or ""))
 
 
 def _gpu_peaks(text: str) -> dict[str, float] | None:

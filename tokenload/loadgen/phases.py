@@ -9,7 +9,8 @@ requests started during a warm-up are left out of that step's statistics.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import time
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tokenload.metrics.aggregate import LLMStats
@@ -28,6 +29,8 @@ class StepWindow:
     start: float
     measure_start: float | None = None
     end: float | None = None
+    #: Workload options the step set (e.g. its prompt length), {} when none.
+    overrides: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -42,13 +45,24 @@ class StepTracker:
         #: Per step: the client's health reports (max CPU %, loop-lag samples in ms).
         self.cpu_max: dict[int, float] = {}
         self.lag_ms: dict[int, list[float]] = {}
+        #: Per step: what *ended* in its measured part (ok requests, input and output tokens)
+        #: and how many requests were *sent* in it, tallied as records arrive where they are kept.
+        self.done: dict[int, dict[str, int]] = {}
+        self._future: list[dict[str, Any]] = []
 
     # -- phase changes (decided on the master, applied everywhere) ---------------------------
     def apply(self, step: int | None, phase: str | None) -> None:
         self.step, self.phase = step, phase
 
-    def begin(self, index: int, concurrency: int | None, rate: float | None, now: float) -> None:
-        self.windows.append(StepWindow(index, concurrency, rate, start=now))
+    def begin(
+        self,
+        index: int,
+        concurrency: int | None,
+        rate: float | None,
+        now: float,
+        overrides: dict[str, str] | None = None,
+    ) -> None:
+        self.windows.append(StepWindow(index, concurrency, rate, start=now, overrides=dict(overrides or {})))
         self.apply(index, "warmup")
 
     def measure(self, index: int, now: float) -> bool:
@@ -66,11 +80,47 @@ class StepTracker:
                 w.measure_start = now
             w.end = now
         self.apply(None, None)
+        future, self._future = self._future, []
+        for rec in future:
+            self.note_completion(rec, now=float("inf"))
 
     # -- statistics -----------------------------------------------------------------------------
     def record(self, rec: dict[str, Any], itl_ms: list[tuple[float, int]]) -> None:
         if rec.get("phase") == "measure" and rec.get("step") is not None:
             self.stats.setdefault(rec["step"], LLMStats()).record(rec, itl_ms)
+
+    def note_completion(self, rec: dict[str, Any], now: float | None = None) -> None:
+        """Tally a finished request into the measured window it ended in (and was sent in).
+        A record dated after ``now`` (a worker's clock ahead of the master's) waits until the open
+        window has ended, so it is judged against the window's real end."""
+        if rec.get("status") == "cancelled" or rec.get("wall_start") is None:
+            return
+        sent = rec["wall_start"] + (rec.get("send_lag_ms") or 0.0) / 1000.0
+        end = rec["wall_start"] + rec["e2e_ms"] / 1000.0 if rec.get("e2e_ms") is not None else None
+        now = time.time() if now is None else now
+        if max(sent, end or sent) > now and self.windows and self.windows[-1].end is None:
+            self._future.append(rec)
+            return
+        for w in reversed(self.windows):
+            a = w.measure_start
+            if a is None:
+                continue
+            b = w.end if w.end is not None else float("inf")
+            if a <= sent < b:
+                self._done(w.index)["sent"] += 1
+            if end is not None and rec.get("status") == "ok" and a <= end < b:
+                d = self._done(w.index)
+                d["requests"] += 1
+                d["input_tokens"] += rec.get("input_tokens") or 0
+                d["output_tokens"] += rec.get("output_tokens") or 0
+            if w.start <= min(sent, end if end is not None else sent):
+                break
+
+    def _done(self, index: int) -> dict[str, int]:
+        d = self.done.get(index)
+        if d is None:
+            d = self.done[index] = {"requests": 0, "input_tokens": 0, "output_tokens": 0, "sent": 0}
+        return d
 
     def note_health(self, by_step: dict[int, Any]) -> None:
         """Health samples of one process, by the step they were taken in (see health.py)."""

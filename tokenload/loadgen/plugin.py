@@ -26,16 +26,20 @@ from typing import Any
 
 import gevent
 
+from tokenload.loadgen import exporter
 from tokenload.loadgen.health import HealthMonitor
 from tokenload.loadgen.options import RunConfig, add_arguments, run_config
+from tokenload.loadgen.pacing import Pacer
 from tokenload.loadgen.phases import PHASE_MESSAGE, StepTracker
 from tokenload.loadgen.steps import Step
+from tokenload.loadgen.workers import watch as watch_processes
 from tokenload.metrics.aggregate import LLMStats
 from tokenload.metrics.definitions import FORMULAS
 from tokenload.metrics.table import format_text, stats_rows, to_csv
 from tokenload.results.records_file import RecordsFile
 from tokenload.results.rundir import make_run_dir
 from tokenload.results.summary import build_summary, steps_csv
+from tokenload.servermetrics.prometheus_source import PrometheusSource
 from tokenload.servermetrics.scraper import Scraper
 from tokenload.servermetrics.summary import summarize_window
 
@@ -45,6 +49,13 @@ log = logging.getLogger("tokenload")
 
 #: Locals flush records to disk at this interval (workers ride Locust's report interval).
 _FLUSH_INTERVAL_S = 1.0
+#: Master -> worker: send your report now.
+FLUSH_MESSAGE = "tokenload_report_now"
+
+
+def _live_workers(runner: MasterRunner) -> list[str]:
+    clients = runner.clients
+    return sorted(c.id for c in clients.ready + clients.spawning + clients.running)
 
 
 class RunContext:
@@ -62,10 +73,25 @@ class RunContext:
         self.seq = 0
         self._finished = False
         self.scraper: Scraper | None = None
+        #: With --prometheus-url: the server's figures come from Prometheus, nothing is scraped.
+        self.prometheus: PrometheusSource | None = None
         self.steps = StepTracker()
         self.planned_steps: list[Step] = []
+        #: Open loop: hands users their arrivals (every process); the current rate step's
+        #: schedule as announced (master or local runner), None in closed-loop steps.
+        self.pacer = Pacer()
+        self.rate_schedule: dict[str, Any] | None = None
+        self.announced_workers: list[str] = []
+        #: Workload options of the coming or current step (its prompt length), on every process.
+        self.step_overrides: dict[str, str] = {}
+        #: Workers asked for an immediate report (see request_reports) that have not sent it.
+        self.awaiting_reports: set[str] = set()
+        #: What a shape found beyond its steps (the knee search's probes), for summary.json.
+        self.shape_result: dict[str, Any] | None = None
         self.health: HealthMonitor | None = None
         self.workers_seen: set[str] = set()
+        #: Workers lost mid-run, filled on the master by loadgen/workers.py.
+        self.workers_lost: list[dict[str, Any]] = []
         #: Per-process objects other modules build once (the workload planner).
         self.extras: dict[Any, Any] = {}
 
@@ -108,18 +134,89 @@ class RunContext:
     # -- steps (decided by a shape on the master or local runner) ---------------------------
     def _announce(self) -> None:
         runner = self.environment.runner
+        msg = {
+            "step": self.steps.step,
+            "phase": self.steps.phase,
+            "rate": None,
+            "overrides": self.step_overrides,
+        }
+        rate = self.rate_schedule
+        if not isinstance(runner, MasterRunner):
+            self.pacer.apply(None if rate is None else {**rate, "slot": 0, "of": 1}, self.steps.step)
+        elif rate is None:
+            runner.send_message(PHASE_MESSAGE, msg)
+        else:
+            # Each worker walks its own share of the one global arrival schedule.
+            ids = _live_workers(runner)
+            self.announced_workers = ids
+            for slot, client_id in enumerate(ids):
+                runner.send_message(
+                    PHASE_MESSAGE,
+                    {**msg, "rate": {**rate, "slot": slot, "of": len(ids)}},
+                    client_id=client_id,
+                )
+
+    def reannounce_if_workers_changed(self) -> None:
+        """In a rate step: a worker lost or joined re-splits the schedule over the live ones."""
+        runner = self.environment.runner
+        if (
+            self.rate_schedule is not None
+            and isinstance(runner, MasterRunner)
+            and _live_workers(runner) != self.announced_workers
+        ):
+            log.warning("tokenload: the workers changed mid-step: the arrival schedule is re-split")
+            self._announce()
+
+    def request_reports(self) -> None:
+        """Ask every worker for its report now (not at its next 3 s tick): a step's figures are
+        complete moments after it ends. :attr:`awaiting_reports` empties as they arrive."""
+        runner = self.environment.runner
         if isinstance(runner, MasterRunner):
-            runner.send_message(PHASE_MESSAGE, {"step": self.steps.step, "phase": self.steps.phase})
+            ids = _live_workers(runner)
+            self.awaiting_reports = set(ids)
+            for client_id in ids:
+                runner.send_message(FLUSH_MESSAGE, None, client_id=client_id)
+
+    def prepare_step(self, step: Step) -> None:
+        """Before a step's users ramp: announce the workload options it sets, if they change."""
+        if step.overrides() != self.step_overrides:
+            self.step_overrides = step.overrides()
+            self._announce()
 
     def begin_step(self, step: Step, now: float) -> None:
-        self.steps.begin(step.index, step.concurrency, None, now)
+        # A rate step's users are only the pool that sends its arrivals: its load is the rate.
+        conc = step.concurrency if step.rate_rps is None else None
+        self.steps.begin(step.index, conc, step.rate_rps, now, step.overrides())
+        if step.rate_rps is not None:
+            opts = self.environment.parsed_options
+            from tokenload.loadgen.arrivals import parse_arrival
+
+            spec = parse_arrival(getattr(opts, "arrival", "poisson"))
+            self.rate_schedule = {
+                "rps": step.rate_rps,
+                "arrival": spec.kind,
+                "burstiness": spec.burstiness,
+                "seed": int(getattr(opts, "arrival_seed", 0)) * 1_000_003 + step.index,
+                # A little ahead, so every worker has the schedule before its first arrival.
+                "t0": now + 0.05,
+            }
+            log.info(
+                "tokenload: step %d: %g requests/s (%s), %d users, warming up %.0f s",
+                step.index,
+                step.rate_rps,
+                spec,
+                step.concurrency,
+                step.warmup_s,
+            )
+        else:
+            self.rate_schedule = None
+            log.info(
+                "tokenload: step %d: %d users reached, warming up %.0f s",
+                step.index,
+                step.concurrency,
+                step.warmup_s,
+            )
         self._announce()
-        log.info(
-            "tokenload: step %d: %d users reached, warming up %.0f s",
-            step.index,
-            step.concurrency,
-            step.warmup_s,
-        )
 
     def measure_step(self, step: Step, now: float) -> None:
         if self.steps.measure(step.index, now):
@@ -127,6 +224,7 @@ class RunContext:
 
     def end_step(self, step: Step, now: float) -> None:
         self.steps.end(step.index, now)
+        self.rate_schedule = None
         self._announce()
         if self.scraper is not None:
             self.scraper.scrape_once()  # the server's state at the step's end, inside its window
@@ -134,8 +232,9 @@ class RunContext:
         h = s.total.hist if s else None
         ttft = h["ttft_ms"].quantile(0.5) if h else None
         tpot = h["tpot_ms"].quantile(0.5) if h else None
+        load = f"{step.rate_rps:g} req/s" if step.rate_rps is not None else f"{step.concurrency} users"
         print(
-            f"step {step.index}: {step.concurrency} users, {s.total.requests if s else 0} requests measured"
+            f"step {step.index}: {load}, {s.total.requests if s else 0} requests measured"
             f" so far, TTFT p50 {_fmt_ms(ttft)}, TPOT p50 {_fmt_ms(tpot)}",
             flush=True,
         )
@@ -155,7 +254,15 @@ class RunContext:
 
     def start_scraper(self) -> None:
         cfg = self.config
-        if self.scraper is not None or not cfg.server_metrics or self.is_worker:
+        if self.scraper or self.prometheus or not cfg.server_metrics or self.is_worker:
+            return
+        if cfg.prometheus_url:
+            if cfg.metrics_urls:
+                log.warning("tokenload: --prometheus-url is set: --metrics-url is not scraped")
+            self.prometheus = PrometheusSource(
+                cfg.prometheus_url, cfg.prometheus_selector, resolution_s=cfg.metrics_interval_s
+            )
+            self.prometheus.start()
             return
         urls = list(cfg.metrics_urls)
         if not urls and self.environment.host:
@@ -174,7 +281,17 @@ class RunContext:
             self.scraper.scrape_once()  # the state at the end of the load, inside the window
             self.scraper.stop()
 
+    def server_window(self, t0: float, t1: float) -> dict[str, Any] | None:
+        """The server's figures over ``[t0, t1]``: from the scraped points, or from Prometheus."""
+        if self.prometheus is not None:
+            return self.prometheus.window(t0, t1)
+        if self.scraper is None or not self.scraper.points:
+            return None
+        return summarize_window(self.scraper.points, t0, t1)
+
     def server_summary(self) -> dict[str, Any] | None:
+        if self.prometheus is not None and self.start_time is not None:
+            return self.prometheus.summary(self.start_time, self.end_time or time.time())
         if self.scraper is None or self.start_time is None:
             return None
         end = self.end_time or time.time()
@@ -213,6 +330,7 @@ class RunContext:
             "stats": self.stats.to_dict(),
             "formulas": FORMULAS,
             "records_written": self.records.written if self.records else 0,
+            "workers_lost": self.workers_lost,
             "start_time": self.start_time,
             "end_time": self.end_time,
         }
@@ -260,13 +378,21 @@ def _on_init(environment: Environment, **_kw: Any) -> None:
         ctx.health = HealthMonitor(lambda: (ctx.steps.step, ctx.steps.phase))
         ctx.health.start()
     if isinstance(runner, WorkerRunner):
-        runner.register_message(
-            PHASE_MESSAGE, lambda msg, **_: ctx.steps.apply(msg.data["step"], msg.data["phase"])
-        )
+
+        def on_phase(msg: Any, **_: Any) -> None:
+            ctx.steps.apply(msg.data["step"], msg.data["phase"])
+            ctx.step_overrides = msg.data.get("overrides") or {}
+            ctx.pacer.apply(msg.data.get("rate"), msg.data["step"])
+
+        runner.register_message(PHASE_MESSAGE, on_phase)
+        # Locust's worker report, sent now rather than at its next tick (see request_reports).
+        runner.register_message(FLUSH_MESSAGE, lambda msg, **_: gevent.spawn(runner._send_stats))
     else:
         ctx.open_run_dir()
         if not isinstance(runner, MasterRunner):
             gevent.spawn(_flush_loop, ctx)
+    watch_processes(environment, ctx)  # a worker lost (on the master), the master lost (on a worker)
+    exporter.install(environment, ctx)  # tokenload's own /metrics (master or local runner)
     if environment.web_ui is not None:
         from tokenload.loadgen.webui import extend_web_ui
 
@@ -294,6 +420,8 @@ def _on_request(context: dict[str, Any] | None = None, **_kw: Any) -> None:
     record, itl = item[0], item[1]
     ctx.stats.record(record, itl)
     ctx.steps.record(record, itl)
+    if not ctx.is_worker:
+        ctx.steps.note_completion(record)
     ctx.pending.append(record)
 
 
@@ -308,6 +436,7 @@ def _on_report_to_master(client_id: str, data: dict[str, Any], **_kw: Any) -> No
         "records": ctx.pending,
         "steps": ctx.steps.take_stats(),
         "health": health,
+        "live": exporter.worker_report(ctx),
     }
     ctx.stats = LLMStats()
     ctx.pending = []
@@ -320,9 +449,13 @@ def _on_worker_report(client_id: str, data: dict[str, Any], **_kw: Any) -> None:
         return
     ctx = context_of(env)
     ctx.workers_seen.add(client_id)
+    ctx.awaiting_reports.discard(client_id)
     ctx.stats.merge_dict(payload["stats"])
     ctx.steps.merge_stats(payload["steps"])
     ctx.steps.note_health(payload["health"])
+    exporter.note_worker(ctx, client_id, payload.get("live"))
+    for record in payload["records"]:
+        ctx.steps.note_completion(record)
     ctx.pending.extend(payload["records"])
     ctx.flush()
 

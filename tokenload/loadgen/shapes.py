@@ -1,8 +1,20 @@
-"""Locust load shapes built from tokenload steps.
+"""Locust load shapes built from tokenload steps: ``StaircaseShape``, ``RateShape``, ``KneeShape``.
 
-A step's clock starts only once the runner reports the step's user count (on a master: the sum
-the workers report), its warm-up part is announced, then its measured part, each with master
-timestamps; the run context tags every request with the step and phase it *started* in.
+Every shape is a sequence of steps (a concurrency, or a request rate, held for a duration),
+driven by one state machine (:class:`StepShape`):
+
+1. *ramp*: ask Locust for the step's users and wait until the runner reports them all (on a
+   master: the sum the workers report); only then does the step's clock start;
+2. *run*: a warm-up part (left out of the step's statistics), then the measured part, each
+   announced to the workers with master timestamps; every request is tagged with the step and
+   phase it *started* in;
+3. *settle*: the step has ended; the master asks every worker for its report at once and waits
+   for them (at most a few seconds), so the step's figures are complete before the next step is
+   chosen or a stop condition is judged.
+
+The shapes differ only in how they choose the next step. Stop conditions (all shapes): an SLO
+broken for N steps in a row (``--stop-slo``), a failed share (``--stop-error-rate``), and a time
+budget (``--time-budget``: no step starts that would end past it).
 """
 
 from __future__ import annotations
@@ -10,63 +22,164 @@ from __future__ import annotations
 import locust  # noqa: F401  (gevent patches sockets before anything below is imported)
 from locust import LoadTestShape
 
+import dataclasses
+import logging
+import math
 import time
+from typing import Any
 
 from tokenload.loadgen import plugin
-from tokenload.loadgen.steps import Step, parse_concurrency_list, staircase
+from tokenload.loadgen.pacing import OPEN_LOOP_OPTION
+from tokenload.loadgen.steps import Step, parse_concurrency_list, parse_rate_list, rate_staircase, staircase
 
-__all__ = ["StaircaseShape"]
+__all__ = ["ContextSweepShape", "KneeShape", "RateShape", "StaircaseShape", "StepShape"]
+
+log = logging.getLogger("tokenload")
 
 #: After the users have stopped: long enough for one more worker report (Locust's is 3 s).
 _REPORT_GRACE_S = 3.5
+#: The most a step's settle waits for the workers' reports.
+_SETTLE_MAX_S = 5.0
 
 
-class StaircaseShape(LoadTestShape):
-    """Concurrency steps from ``--concurrency`` (``1,2,4,8`` or ``1:64:x2``), each held for
-    ``--step-duration`` seconds with a ``--warmup`` left out of its statistics."""
+def _opt(shape: LoadTestShape, name: str, default: Any) -> Any:
+    value = getattr(shape.runner.environment.parsed_options, name, default)
+    return default if value is None else value
+
+
+class StepShape(LoadTestShape):
+    """The step state machine; subclasses choose steps with :meth:`next_step`."""
+
+    abstract = True
+    #: Open-loop steps (request rates): users send only scheduled arrivals.
+    open_loop = False
 
     def __init__(self) -> None:
         super().__init__()
-        self.steps: list[Step] | None = None
-        self.index = 0
+        self.step: Step | None = None
+        self.done: list[Step] = []
+        self.finished = False
+        self.stop_reason: str | None = None
         self.reached_at: float | None = None
+        self.ended_at: float | None = None
         self.drained_at: float | None = None
+        self.first_start: float | None = None
+        self._slo_breaches = 0
 
-    def _plan(self) -> list[Step]:
-        opts = self.runner.environment.parsed_options
-        return staircase(
-            parse_concurrency_list(getattr(opts, "concurrency", "1,2,4,8")),
-            float(getattr(opts, "step_duration", 30.0)),
-            float(getattr(opts, "warmup", 0.2)),
-        )
+    # -- what subclasses provide -----------------------------------------------------------------
+    def next_step(self, index: int, steps: list[dict[str, Any]]) -> Step | None:
+        """The step to run next (``index`` is its position), given the finished steps'
+        summaries (``summary.json`` form, verdicts included); None ends the run."""
+        raise NotImplementedError
+
+    def planned(self) -> list[Step]:
+        """Steps known in advance (for the web UI and progress), if any."""
+        return []
+
+    # -- the state machine -----------------------------------------------------------------------
+    @property
+    def ctx(self) -> plugin.RunContext:
+        return plugin.context_of(self.runner.environment)
+
+    def _spawn(self, step: Step) -> tuple[int, float]:
+        return step.concurrency, float(max(min(step.concurrency, 1000), 10))
 
     def tick(self) -> tuple[int, float] | None:
-        if self.steps is None:
-            self.steps = self._plan()
-            plugin.context_of(self.runner.environment).planned_steps = self.steps
-        if self.index >= len(self.steps):
-            return self._drain()
-        ctx = plugin.context_of(self.runner.environment)
-        step = self.steps[self.index]
         now = time.time()
-        spawn = (step.concurrency, float(max(step.concurrency, 10)))
+        if self.finished:
+            return self._drain()
+        if self.step is None:
+            if self.open_loop:
+                setattr(self.runner.environment.parsed_options, OPEN_LOOP_OPTION, True)
+            return self._choose(now, [])
+        step = self.step
         if self.reached_at is None:
             if self.runner.user_count >= step.concurrency:
                 self.reached_at = now
-                ctx.begin_step(step, now)
-            return spawn
-        elapsed = now - self.reached_at
-        if elapsed >= step.duration_s:
-            ctx.end_step(step, now)
-            self.index += 1
-            self.reached_at = None
-            if self.index >= len(self.steps):
-                return self._drain()
-            nxt = self.steps[self.index]
-            return nxt.concurrency, float(max(nxt.concurrency, 10))
-        if elapsed >= step.warmup_s:
-            ctx.measure_step(step, now)
-        return spawn
+                if self.first_start is None:
+                    self.first_start = now
+                self.ctx.begin_step(step, now)
+            return self._spawn(step)
+        if self.ended_at is None:
+            elapsed = now - self.reached_at
+            budget = _opt(self, "time_budget", None)
+            over_budget = budget is not None and now >= (self.first_start or now) + float(budget)
+            if elapsed >= step.duration_s or over_budget:  # the budget cuts a step its ramp delayed
+                self.ctx.end_step(step, now)
+                self.ended_at = now
+                self.ctx.request_reports()
+            else:
+                if elapsed >= step.warmup_s:
+                    self.ctx.measure_step(step, now)
+                self.ctx.reannounce_if_workers_changed()
+            return self._spawn(step)
+        # Settling: the step's figures are complete once every worker has reported.
+        if self.ctx.awaiting_reports and now - self.ended_at < _SETTLE_MAX_S:
+            return self._spawn(step)
+        from tokenload.results.summary import step_summaries
+
+        steps = step_summaries(self.ctx)
+        self.done.append(step)
+        return self._choose(now, steps)
+
+    def _choose(self, now: float, steps: list[dict[str, Any]]) -> tuple[int, float] | None:
+        self.step, self.reached_at, self.ended_at = None, None, None
+        reason = self._stop_condition(steps)
+        nxt = None if reason else self.next_step(len(self.done), steps)
+        budget = _opt(self, "time_budget", None)
+        start = self.first_start if self.first_start is not None else now
+        if nxt is not None and budget is not None and now + nxt.duration_s > start + float(budget):
+            reason = f"--time-budget: {budget:g} s would be exceeded by the next step"
+            nxt = None
+        if nxt is None:
+            self.stop_reason = self.stop_reason or reason
+            if reason:
+                log.warning("tokenload: stopping: %s", reason)
+                print(f"stopping: {reason}", flush=True)
+            self.finished = True
+            self._record_result()
+            return self._drain()
+        self.step = nxt
+        self.ctx.prepare_step(nxt)
+        return self._spawn(nxt)
+
+    def _stop_condition(self, steps: list[dict[str, Any]]) -> str | None:
+        if not steps:
+            return None
+        last = steps[-1]
+        reqs = last.get("requests") or {}
+        total = (reqs.get("ok") or 0) + (reqs.get("failed") or 0)
+        max_err = float(_opt(self, "stop_error_rate", 0.5))
+        if total and reqs["failed"] / total > max_err:
+            return (
+                f"--stop-error-rate: step {last['index']} failed {reqs['failed']} of {total} (> {max_err:g})"
+            )
+        if "oversaturated" in (last.get("flags") or []) and not _opt(self, "no_stop_oversaturated", False):
+            t = last.get("waiting_trend") or {}
+            return (
+                f"over-saturated: the server's waiting queue grew from {t.get('first')} to {t.get('last')} "
+                f"through step {last['index']} (--no-stop-oversaturated to go on)"
+            )
+        slo_text = _opt(self, "stop_slo", "")
+        if slo_text:
+            from tokenload.report.capacity import check_steps, parse_slo
+
+            check = check_steps([last], parse_slo(slo_text))[0]
+            self._slo_breaches = 0 if check.meets else self._slo_breaches + 1
+            n = int(_opt(self, "stop_slo_steps", 2))
+            if self._slo_breaches >= n:
+                return f"--stop-slo: {n} steps in a row broke it ({'; '.join(check.failed_items)})"
+        return None
+
+    def _record_result(self) -> None:
+        result = self.result()
+        if self.stop_reason:
+            result["stop_reason"] = self.stop_reason
+        self.ctx.shape_result = result
+
+    def result(self) -> dict[str, Any]:
+        """Shape-specific findings for summary.json's ``search``."""
+        return {"shape": type(self).__name__}
 
     def _drain(self) -> tuple[int, float] | None:
         """After the last step: stop the users (gracefully, within --stop-timeout) so requests
@@ -78,3 +191,157 @@ class StaircaseShape(LoadTestShape):
         if time.time() - self.drained_at < _REPORT_GRACE_S:
             return 0, 1000.0
         return None
+
+
+class _PlannedShape(StepShape):
+    abstract = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._plan: list[Step] | None = None
+
+    def make_plan(self) -> list[Step]:
+        raise NotImplementedError
+
+    def planned(self) -> list[Step]:
+        if self._plan is None:
+            self._plan = self.make_plan()
+            self.ctx.planned_steps = self._plan
+        return self._plan
+
+    def next_step(self, index: int, steps: list[dict[str, Any]]) -> Step | None:
+        plan = self.planned()
+        return plan[index] if index < len(plan) else None
+
+
+class StaircaseShape(_PlannedShape):
+    """Concurrency steps from ``--concurrency`` (``1,2,4,8`` or ``1:64:x2``), each held for
+    ``--step-duration`` seconds with a ``--warmup`` left out of its statistics."""
+
+    abstract = True
+
+    def make_plan(self) -> list[Step]:
+        return staircase(
+            parse_concurrency_list(_opt(self, "concurrency", "1,2,4,8")),
+            float(_opt(self, "step_duration", 30.0)),
+            float(_opt(self, "warmup", 0.2)),
+        )
+
+    def result(self) -> dict[str, Any]:
+        return {"shape": "staircase"}
+
+
+class RateShape(_PlannedShape):
+    """Open-loop request-rate steps from ``--rate`` (``0.5,1,2`` or ``1:16:x2`` requests/s),
+    arrivals by ``--arrival`` (constant, poisson, gamma:B) over ``--max-in-flight`` users."""
+
+    abstract = True
+    open_loop = True
+
+    def make_plan(self) -> list[Step]:
+        return rate_staircase(
+            parse_rate_list(_opt(self, "rate", "1,2,4")),
+            float(_opt(self, "step_duration", 30.0)),
+            float(_opt(self, "warmup", 0.2)),
+            int(_opt(self, "max_in_flight", 512)),
+        )
+
+    def result(self) -> dict[str, Any]:
+        return {"shape": "rate", "arrival": str(_opt(self, "arrival", "poisson"))}
+
+
+class ContextSweepShape(_PlannedShape):
+    """The prompt-length experiment: for each length of ``--prompt-lengths`` (in the target's
+    tokens, made exact through its /tokenize), each concurrency of ``--concurrency``, one step.
+    Steps of different lengths are judged as separate series."""
+
+    abstract = True
+
+    def make_plan(self) -> list[Step]:
+        lengths = [s.strip() for s in str(_opt(self, "prompt_lengths", "121,511,2041,8191")).split(",")]
+        levels = parse_concurrency_list(_opt(self, "concurrency", "1"))
+        base = staircase(
+            levels * len(lengths), float(_opt(self, "step_duration", 30.0)), float(_opt(self, "warmup", 0.2))
+        )
+        pairs = [(n, c) for n in lengths for c in levels]
+        return [dataclasses.replace(s, prompt_tokens=n) for s, (n, _) in zip(base, pairs, strict=True)]
+
+    def result(self) -> dict[str, Any]:
+        return {"shape": "context_sweep"}
+
+
+class KneeShape(StepShape):
+    """Adaptive search for the saturation concurrency.
+
+    Climb: probe steps (``--probe-duration``, default half a step) from ``--knee-start``, each
+    ``--knee-factor`` times the last, until a step is saturated (the same verdicts as the
+    report: throughput gain per load growth under its threshold, latency blown up while the
+    throughput lags, requests waiting for capacity, errors) or ``--knee-max`` is reached.
+    Bisect: full steps at the geometric midpoint of the highest unsaturated and the lowest
+    saturated concurrency, until their ratio is at most ``--knee-resolution``. Then stop.
+    """
+
+    abstract = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lo: int | None = None  # highest unsaturated concurrency so far
+        self.hi: int | None = None  # lowest saturated concurrency so far
+        self.probes: list[dict[str, Any]] = []
+        self.outcome = "running"
+
+    def _step_of(self, index: int, concurrency: int, probe: bool) -> Step:
+        duration = float(_opt(self, "step_duration", 30.0))
+        if probe:
+            duration = float(_opt(self, "probe_duration", duration / 2))
+        return dataclasses.replace(
+            staircase([concurrency], duration, float(_opt(self, "warmup", 0.2)))[0], index=index
+        )
+
+    def next_step(self, index: int, steps: list[dict[str, Any]]) -> Step | None:
+        start = int(_opt(self, "knee_start", 1))
+        cap = int(_opt(self, "knee_max", 1024))
+        factor = float(_opt(self, "knee_factor", 4.0))
+        resolution = float(_opt(self, "knee_resolution", 1.5))
+        if not steps:
+            return self._step_of(index, min(start, cap), probe=True)
+        last = steps[-1]
+        conc = int(last["concurrency"])
+        verdict = last.get("verdict") or {}
+        name = verdict.get("bottleneck", "none")
+        self.probes.append({"concurrency": conc, "bottleneck": name, "measured_s": last.get("measured_s")})
+        if name == "client":
+            self.outcome = "client_bound"
+            self.stop_reason = (
+                f"the client could not keep up at {conc} users: add workers (--workers) before judging"
+            )
+            return None
+        if name == "none":
+            self.lo = conc if self.lo is None else max(self.lo, conc)
+        else:
+            self.hi = conc if self.hi is None else min(self.hi, conc)
+        if self.hi is None:  # still climbing
+            if conc >= cap:
+                self.outcome = "not_saturated"
+                self.stop_reason = f"not saturated up to --knee-max {cap} users"
+                return None
+            return self._step_of(index, min(cap, max(conc + 1, math.ceil(conc * factor))), probe=True)
+        if self.lo is None:
+            self.outcome = "saturated_at_start"
+            self.stop_reason = f"already saturated at the first step ({self.hi} users): lower --knee-start"
+            return None
+        if self.hi / self.lo <= resolution or self.hi - self.lo <= 1:
+            self.outcome = "found"
+            return None
+        mid = round(math.sqrt(self.lo * self.hi))
+        mid = min(max(mid, self.lo + 1), self.hi - 1)
+        return self._step_of(index, mid, probe=False)
+
+    def result(self) -> dict[str, Any]:
+        return {
+            "shape": "knee",
+            "outcome": self.outcome,
+            "last_unsaturated_concurrency": self.lo,
+            "first_saturated_concurrency": self.hi,
+            "probes": self.probes,
+        }

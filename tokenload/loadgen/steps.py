@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Step", "StepSpecError", "parse_concurrency_list", "staircase"]
+__all__ = [
+    "Step",
+    "StepSpecError",
+    "parse_concurrency_list",
+    "parse_rate_list",
+    "rate_staircase",
+    "staircase",
+]
 
 
 class StepSpecError(ValueError):
@@ -19,6 +26,15 @@ class Step:
     duration_s: float
     #: The first part of the step whose requests are left out of its statistics.
     warmup_s: float
+    #: Open loop: requests per second across all workers (``concurrency`` is then the pool of
+    #: users that send them, the most requests in flight). None: closed loop.
+    rate_rps: float | None = None
+    #: The step's own prompt length spec (the context-length sweep), else the run's.
+    prompt_tokens: str | None = None
+
+    def overrides(self) -> dict[str, str]:
+        """Workload options this step sets for its requests (announced to every worker)."""
+        return {"prompt_tokens": self.prompt_tokens} if self.prompt_tokens is not None else {}
 
 
 def parse_concurrency_list(text: str, option: str = "--concurrency") -> list[int]:
@@ -51,6 +67,52 @@ def parse_concurrency_list(text: str, option: str = "--concurrency") -> list[int
             raise StepSpecError(f"{option}: expected positive integers, got {n}")
         values.append(n)
     return values
+
+
+def parse_rate_list(text: str, option: str = "--rate") -> list[float]:
+    """``0.5,1,2`` requests/s or a geometric series ``1:16:x2`` (start:stop:xfactor)."""
+    text = text.strip()
+    form = "a list like 0.5,1,2 or start:stop:xfactor like 1:16:x2 (requests per second)"
+    if not text:
+        raise StepSpecError(f"{option}: expected {form}, got an empty value")
+    if ":" in text:
+        parts = text.split(":")
+        try:
+            start, stop = float(parts[0]), float(parts[1])
+            factor = float(parts[2].lstrip("x")) if len(parts) > 2 else 2.0
+        except (ValueError, IndexError):
+            raise StepSpecError(f"{option}: expected {form}, got {text!r}") from None
+        if not (0 < start <= stop) or factor <= 1 or not stop < 1e7:
+            raise StepSpecError(f"{option}: expected 0 < start <= stop and a factor > 1, got {text!r}")
+        values, v = [], start
+        while v <= stop * (1 + 1e-9):
+            values.append(round(v, 6))
+            v *= factor
+        return values
+    values = []
+    for item in text.split(","):
+        try:
+            r = float(item)
+        except ValueError:
+            raise StepSpecError(f"{option}: expected positive request rates, got {item.strip()!r}") from None
+        if not 0 < r < 1e7:
+            raise StepSpecError(f"{option}: expected positive request rates (requests/s), got {r:g}")
+        values.append(r)
+    return values
+
+
+def rate_staircase(
+    rates: list[float], duration_s: float, warmup: float = 0.2, max_in_flight: int = 512
+) -> list[Step]:
+    """Open-loop steps at the given rates. Each step's pool of users (the most requests in
+    flight) is ``max_in_flight``: enough that arrivals never wait for a free user unless the
+    server falls behind (the step is then flagged ``pool_exhausted``)."""
+    if max_in_flight < 1:
+        raise StepSpecError(f"--max-in-flight: expected a positive number of users, got {max_in_flight}")
+    steps = staircase([max_in_flight] * len(rates), duration_s, warmup)
+    return [
+        Step(s.index, s.concurrency, s.duration_s, s.warmup_s, r) for s, r in zip(steps, rates, strict=True)
+    ]
 
 
 def staircase(concurrencies: list[int], duration_s: float, warmup: float = 0.2) -> list[Step]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import locust  # noqa: F401  (gevent patches sockets before anything below is imported)
 from locust import User, constant, task
 from locust.exception import StopUser
+from locust.user.task import LOCUST_STATE_RUNNING, LOCUST_STATE_STOPPING, LOCUST_STATE_WAITING
 
 import json
 import logging
@@ -21,6 +22,7 @@ from gevent import GreenletExit
 from tokenload.client.http_stream import StreamTarget, Timeouts
 from tokenload.client.openai_stream import StreamState, build_request_body
 from tokenload.loadgen import plugin, workload
+from tokenload.loadgen.pacing import OPEN_LOOP_OPTION, Slot
 from tokenload.metrics.definitions import compute_timing
 from tokenload.metrics.failures import RequestFailure
 from tokenload.metrics.records import make_record
@@ -55,6 +57,7 @@ class LLMUser(User):
             timeouts=Timeouts(ttft_s=cfg.ttft_timeout_s, stall_s=cfg.stall_timeout_s),
         )
         self._requested_input_tokens: int | None = None
+        self._slot: Slot | None = None
 
     def on_stop(self) -> None:
         self.target.close()
@@ -77,7 +80,14 @@ class LLMUser(User):
     def next_request(self, model: str) -> bytes:
         """The body of the next request, from the run's workload (``--prompt-tokens`` and
         ``--output-tokens`` in the target's own tokens, or a ``--workload`` file)."""
-        planner = workload.planner_for(self.ctx, self.chat, self.host, self.cfg.api_key, model)
+        planner = workload.planner_for(
+            self.ctx,
+            self.chat,
+            self.host,
+            self.cfg.api_key,
+            model,
+            self.ctx.step_overrides.get("prompt_tokens"),
+        )
         req = planner.next()
         self._requested_input_tokens = req.input_tokens if req.exact else None
         prompt, messages = req.prompt, None
@@ -97,6 +107,17 @@ class LLMUser(User):
     def _iteration(self) -> None:
         # The one Locust task. Locust adds a base class's tasks to a subclass's, so subclasses
         # change what an iteration does by overriding generate(), never with more @task methods.
+        # In an open-loop (rate) step, wait for this user's next arrival first; like Locust's own
+        # wait_time sleep, that wait is interruptible: stopping users do not wait for arrivals.
+        pacer = self.ctx.pacer
+        if not pacer.open_loop and getattr(self.environment.parsed_options, OPEN_LOOP_OPTION, False):
+            pacer.open_loop = True  # a rate shape runs: no request before its first arrival
+        if pacer.open_loop:
+            self._state = LOCUST_STATE_WAITING
+            self._slot = self.ctx.pacer.acquire()
+            if self._state == LOCUST_STATE_STOPPING:
+                raise StopUser()
+            self._state = LOCUST_STATE_RUNNING
         self.generate()
 
     def generate(self) -> None:
@@ -121,8 +142,12 @@ class LLMUser(User):
         made with ``collect_text=True`` to keep the generated text (``state.text_parts``)."""
         name = name or self.path
         state = state if state is not None else StreamState(chat=self.chat)
-        # A request belongs to the step (and phase) it started in.
+        # A request belongs to the step (and phase) it started in; an open-loop arrival to the
+        # step whose schedule it came from. Only an iteration's first request is scheduled.
         step, phase = self.ctx.steps.step, self.ctx.steps.phase
+        slot, self._slot = self._slot, None
+        if slot is not None and slot.step != step:
+            step, phase = slot.step, None
         try:
             out = self.target.stream(self.path, body, state)
         except GreenletExit:
@@ -130,20 +155,24 @@ class LLMUser(User):
             # measured as a "cancelled" record, outside Locust's request counts.
             self.ctx.record_cancelled(name, state)
             raise
+        intended = slot.intended if slot is not None else None
         timing = compute_timing(
-            out.t_start, state.content_times, state.content_tokens, out.t_end, state.output_tokens
+            out.t_start, state.content_times, state.content_tokens, out.t_end, state.output_tokens, intended
         )
+        # wall_start is when the user's wait began: the intended time in open loop.
+        wall_start = out.wall_start - (timing.send_lag_ms or 0.0) / 1000.0
         ctx = self.ctx
         record = make_record(
             request_id=ctx.next_request_id(),
             worker=ctx.worker_name,
             name=name,
-            wall_start=out.wall_start,
+            wall_start=wall_start,
             start_monotonic_s=out.t_start,
             response_id=state.response_id,
             step=step,
             phase=phase,
             requested_input_tokens=self._requested_input_tokens,
+            send_queued=slot.queued if slot is not None else None,
             timing=timing,
             failure_class=out.failure_class,
             http_status=out.http_status,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import locust  # noqa: F401  (gevent patches sockets before anything below is imported)
 from locust.runners import WorkerRunner
 
+import dataclasses
 import json
 import logging
 from typing import Any
@@ -41,21 +42,29 @@ def load_spec(cfg: Any) -> WorkloadSpec:
     return parse_workload(data, source="options")
 
 
-def planner_for(ctx: Any, chat: bool, host: str, api_key: str | None, model: str) -> RequestPlanner:
-    """This process's planner for the chat or the completions API (built once, on first use)."""
-    key = ("planner", chat)
+def planner_for(
+    ctx: Any, chat: bool, host: str, api_key: str | None, model: str, prompt_tokens: str | None = None
+) -> RequestPlanner:
+    """This process's planner for the chat or the completions API (built once, on first use);
+    ``prompt_tokens`` replaces the run's prompt length spec (a step's own, in a context sweep)."""
+    key = ("planner", chat, prompt_tokens)
     cached = ctx.extras.get(key)
     if cached is not None:
         return cached
     with _lock:
         cached = ctx.extras.get(key)
         if cached is None:
-            cached = ctx.extras[key] = _build(ctx, chat, host, api_key, model)
+            cached = ctx.extras[key] = _build(ctx, chat, host, api_key, model, prompt_tokens)
     return cached
 
 
-def _build(ctx: Any, chat: bool, host: str, api_key: str | None, model: str) -> RequestPlanner:
-    spec = load_spec(ctx.config)
+def _build(
+    ctx: Any, chat: bool, host: str, api_key: str | None, model: str, prompt_tokens: str | None
+) -> RequestPlanner:
+    cfg = ctx.config
+    if prompt_tokens is not None and not cfg.workload_file:
+        cfg = dataclasses.replace(cfg, prompt_tokens=prompt_tokens)
+    spec = load_spec(cfg)
     counter: TokenizeClient | None = None
     max_model_len = None
     if spec.length_method in ("auto", "tokenize") and not spec.tokenizer_file:

@@ -20,7 +20,16 @@ AGGREGATE = "Aggregated"
 class NameStats:
     """Statistics of one request name (or the aggregate)."""
 
-    __slots__ = ("failures", "hist", "input_tokens", "ok", "output_tokens", "token_count_mismatches")
+    __slots__ = (
+        "failures",
+        "hist",
+        "input_tokens",
+        "ok",
+        "output_tokens",
+        "send_lag",
+        "send_queued",
+        "token_count_mismatches",
+    )
 
     def __init__(self) -> None:
         self.hist = {m: LogHistogram() for m in LATENCY_METRICS}
@@ -30,6 +39,9 @@ class NameStats:
         self.output_tokens = 0
         #: Requests whose server usage and client chunk count disagreed.
         self.token_count_mismatches = 0
+        #: Open loop: send lag (ms) of every request sent, and how many waited for a free user.
+        self.send_lag = LogHistogram()
+        self.send_queued = 0
 
     @property
     def requests(self) -> int:
@@ -43,6 +55,8 @@ class NameStats:
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "mismatch": self.token_count_mismatches,
+            "send_lag": self.send_lag.to_dict() if self.send_lag.count else None,
+            "send_queued": self.send_queued,
         }
 
     def merge_dict(self, data: dict[str, Any]) -> None:
@@ -54,6 +68,9 @@ class NameStats:
         self.input_tokens += data["input_tokens"]
         self.output_tokens += data["output_tokens"]
         self.token_count_mismatches += data["mismatch"]
+        if data.get("send_lag"):
+            self.send_lag.merge(LogHistogram.from_dict(data["send_lag"]))
+        self.send_queued += data.get("send_queued", 0)
 
 
 class LLMStats:
@@ -83,6 +100,11 @@ class LLMStats:
             ns.output_tokens += rec["output_tokens"] or 0
             if rec["token_count_diff"]:
                 ns.token_count_mismatches += 1
+            lag = rec.get("send_lag_ms")
+            if lag is not None:
+                ns.send_lag.add(lag)
+                if rec.get("send_queued"):
+                    ns.send_queued += 1
             # Latencies of failed requests would mix two populations: only successes count.
             if fc is None:
                 for m in ("ttft_ms", "tpot_ms", "e2e_ms"):

@@ -10,6 +10,9 @@ All times are ``time.perf_counter()`` seconds taken by the client; results are m
   token count of a chunk is the change in ``completion_tokens``; with logprobs it is the number
   of tokens listed; otherwise 1.
 * ``t_end``: when the last byte of the stream arrived (``[DONE]`` or the end of the body).
+* ``t_intended`` (open-loop rate steps only): when the arrival schedule meant the request to be
+  sent. The user's wait starts then, so TTFT and E2E are measured from it and the send lag is
+  reported beside them; a load generator that falls behind cannot hide it (coordinated omission).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ FORMULAS: dict[str, str] = {
     "itl_ms": "ITL = (t_chunk_i - t_chunk_{i-1}) / k_i, counted k_i times, for content chunk i of k_i tokens",
     "output_tokens": "server usage.completion_tokens when reported, else the sum of k_i over content chunks",
     "input_tokens": "server usage.prompt_tokens when reported, else the client's own count (may be unknown)",
+    "send_lag_ms": "open loop: send lag = t_start - t_intended; TTFT and E2E then count from t_intended",
     "queue_time_ms": "server-side: vllm:request_queue_time_seconds (arrival -> first scheduled)",
 }
 
@@ -38,6 +42,8 @@ class Timing:
     tpot_ms: float | None
     #: ITL as (gap_ms, count) pairs: a chunk carrying k tokens contributes (gap / k, k).
     itl_ms: list[tuple[float, int]]
+    #: Open loop: how late the request was sent against its schedule. None: closed loop.
+    send_lag_ms: float | None = None
 
 
 def compute_timing(
@@ -46,8 +52,13 @@ def compute_timing(
     content_tokens: list[int],
     t_end: float | None,
     output_tokens: int,
+    t_intended: float | None = None,
 ) -> Timing:
     """Apply the formulas above to one request's raw timestamps (seconds)."""
+    send_lag_ms = None
+    if t_intended is not None:
+        send_lag_ms = max(0.0, (t_start - t_intended) * 1000.0)
+        t_start = min(t_start, t_intended)
     ttft_ms = (content_times[0] - t_start) * 1000.0 if content_times else None
     e2e_ms = (t_end - t_start) * 1000.0 if t_end is not None else None
     tpot_ms = None
@@ -61,4 +72,4 @@ def compute_timing(
         if k > 0:
             itl.append(((t - prev) * 1000.0 / k, k))
         prev = t
-    return Timing(ttft_ms, e2e_ms, tpot_ms, itl)
+    return Timing(ttft_ms, e2e_ms, tpot_ms, itl, send_lag_ms)

@@ -84,6 +84,7 @@ def make_record(
     step: int | None = None,
     phase: str | None = None,
     requested_input_tokens: int | None = None,
+    send_queued: bool | None = None,
     failure_class: str | None,
     http_status: int | None,
     input_tokens: int | None,
@@ -115,6 +116,9 @@ def make_record(
         "ttft_ms": timing.ttft_ms,
         "tpot_ms": timing.tpot_ms,
         "e2e_ms": timing.e2e_ms,
+        "send_lag_ms": timing.send_lag_ms,
+        # Open loop: no user was free at the intended time (the pool of users was exhausted).
+        "send_queued": send_queued,
         "input_tokens": input_tokens,
         # The exact prompt length the workload asked for (None when it could only estimate).
         "requested_input_tokens": requested_input_tokens,

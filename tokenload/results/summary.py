@@ -9,24 +9,34 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import time
-from pathlib import Path
 from typing import Any
 
 from tokenload import __version__
 from tokenload.analysis.diagnosis import diagnose_steps, find_knee
+from tokenload.analysis.oversaturation import waiting_trend
 from tokenload.metrics.aggregate import LLMStats, NameStats
 from tokenload.metrics.definitions import FORMULAS
 from tokenload.metrics.histogram import LogHistogram
-from tokenload.servermetrics.summary import summarize_window
+from tokenload.servermetrics.summary import summarize_window, tick_series
 
-__all__ = ["CLIENT_CPU_LIMIT_PERCENT", "CLIENT_LAG_LIMIT_MS", "SCHEMA_VERSION", "build_summary", "steps_csv"]
+__all__ = [
+    "CLIENT_CPU_LIMIT_PERCENT",
+    "CLIENT_LAG_LIMIT_MS",
+    "SCHEMA_VERSION",
+    "build_summary",
+    "step_summaries",
+    "steps_csv",
+]
 
 SCHEMA_VERSION = 1
 #: Above these the client's own timing is not trusted: the step is flagged ``client_bound``.
 CLIENT_CPU_LIMIT_PERCENT = 90.0
 CLIENT_LAG_LIMIT_MS = 10.0
+#: Open loop: send lag p99 above this, with users free to send, means the client fell behind.
+CLIENT_SEND_LAG_LIMIT_MS = 10.0
+#: Open loop: above this share of arrivals waited for a free user: the offered rate was not sent.
+POOL_EXHAUSTED_SHARE = 0.01
 
 _SERVER_KEYS = {
     "kv_cache_usage_ratio": "kv_cache_usage_ratio",
@@ -66,27 +76,6 @@ def _pct(values: list[float], q: float) -> float | None:
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
-def _completions(records_path: Path | None, windows: list[tuple[float, float]]) -> list[dict[str, float]]:
-    """Requests (ok), input and output tokens that *ended* in each window, from requests.jsonl."""
-    out = [{"requests": 0, "input_tokens": 0, "output_tokens": 0} for _ in windows]
-    if records_path is None or not records_path.exists() or not windows:
-        return out
-    with open(records_path, encoding="utf-8") as fh:
-        for line in fh:
-            rec = json.loads(line)
-            if rec.get("status") != "ok" or rec.get("e2e_ms") is None:
-                continue
-            end = rec["wall_start"] + rec["e2e_ms"] / 1000.0
-            for i, (a, b) in enumerate(windows):
-                if a <= end < b:
-                    o = out[i]
-                    o["requests"] += 1
-                    o["input_tokens"] += rec.get("input_tokens") or 0
-                    o["output_tokens"] += rec.get("output_tokens") or 0
-                    break
-    return out
-
-
 def _step(
     window: Any,
     stats: LLMStats | None,
@@ -100,17 +89,30 @@ def _step(
     end = window.end if window.end is not None else time.time()
     span = max(end - start, 1e-9)
     lag_p99, lag_p95 = _pct(lag, 0.99), _pct(lag, 0.95)
+    sent = ns.send_lag.count
+    queued_share = ns.send_queued / sent if sent else 0.0
+    send_lag_p99 = ns.send_lag.quantile(0.99) if sent else None
     flags = []
     # A sustained stall, not one hiccup in a short step: the loop lag's p95 decides.
-    if (cpu is not None and cpu > CLIENT_CPU_LIMIT_PERCENT) or (
-        lag_p95 is not None and lag_p95 > CLIENT_LAG_LIMIT_MS
+    if (
+        (cpu is not None and cpu > CLIENT_CPU_LIMIT_PERCENT)
+        or (lag_p95 is not None and lag_p95 > CLIENT_LAG_LIMIT_MS)
+        or (
+            send_lag_p99 is not None
+            and send_lag_p99 > CLIENT_SEND_LAG_LIMIT_MS
+            and queued_share <= POOL_EXHAUSTED_SHARE
+        )
     ):
         flags.append("client_bound")
+    if queued_share > POOL_EXHAUSTED_SHARE:
+        flags.append("pool_exhausted")
     failures = dict(ns.failures)
     step: dict[str, Any] = {
         "index": window.index,
         "concurrency": window.concurrency,
         "target_rate_rps": window.target_rate_rps,
+        # The step's own prompt length spec (a context sweep), null when it used the run's.
+        "prompt_tokens": window.overrides.get("prompt_tokens"),
         "start": window.start,
         "measure_start": start,
         "end": end,
@@ -120,46 +122,76 @@ def _step(
         "tpot_ms": _hist(ns.hist["tpot_ms"]),
         "itl_ms": _hist(ns.hist["itl_ms"]),
         "e2e_ms": _hist(ns.hist["e2e_ms"]),
+        "send_lag_ms": _hist(ns.send_lag) if sent else None,
         "requests_per_s": done["requests"] / span,
         "input_tokens_per_s": done["input_tokens"] / span,
         "output_tokens_per_s": done["output_tokens"] / span,
+        # Open loop: requests sent in the measured part per second, against the target.
+        "achieved_rate_rps": done["sent"] / span if window.target_rate_rps is not None else None,
+        "queued_for_user_share": queued_share if sent else None,
         "server": {k: server.get(v) for k, v in _SERVER_KEYS.items()} if server else None,
         "client": {
             "cpu_percent_max": cpu,
             "loop_lag_ms_p95": lag_p95,
             "loop_lag_ms_p99": lag_p99,
-            "send_lag_ms_p99": None,
+            "send_lag_ms_p99": send_lag_p99,
         },
         "flags": flags,
     }
     return step
 
 
-def build_summary(ctx: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The summary of a finished run from its run context (see plugin.RunContext)."""
+def _flag_worker_loss(steps: list[dict[str, Any]], lost: list[dict[str, Any]]) -> None:
+    """Flag ``worker_lost`` on every step open between a lost worker's last sign of life and the
+    moment it was found missing: its load was short and its last requests were never reported."""
+    for step in steps:
+        if any(w["last_seen_at"] < step["end"] and step["start"] <= w["lost_at"] for w in lost):
+            step["flags"].append("worker_lost")
+
+
+def step_summaries(ctx: Any) -> list[dict[str, Any]]:
+    """The steps so far (the last one may be open), each with its verdict. Called at the end of
+    a run and, by the knee search, at the end of each step."""
     tracker = ctx.steps
     windows = [w for w in tracker.windows if w.end is not None or w is tracker.windows[-1]]
     spans = [(w.measure_start or w.start, w.end or time.time()) for w in windows]
-    records_path = ctx.records.path if ctx.records is not None else None
-    done = _completions(records_path, spans)
+    empty = {"requests": 0, "input_tokens": 0, "output_tokens": 0, "sent": 0}
     points = ctx.scraper.points if ctx.scraper is not None else None
     steps = []
-    for w, d, (a, b) in zip(windows, done, spans, strict=True):
-        server = summarize_window(points, a, b) if points else None
+    for w, (a, b) in zip(windows, spans, strict=True):
+        if hasattr(ctx, "server_window"):  # scraped points or Prometheus (--prometheus-url)
+            server = ctx.server_window(a, b)
+        else:
+            server = summarize_window(points, a, b) if points else None
         steps.append(
             _step(
                 w,
                 tracker.stats.get(w.index),
-                d,
+                tracker.done.get(w.index, empty),
                 server,
                 tracker.cpu_max.get(w.index),
                 tracker.lag_ms.get(w.index, []),
             )
         )
-    peaks = ctx.config.gpu_peaks
-    verdicts = diagnose_steps(steps, peaks=peaks)
+        # Over-saturation: the server's waiting queue grew through the step (scraped series).
+        trend = waiting_trend(tick_series(points, "requests_waiting", a, b)) if points else None
+        steps[-1]["waiting_trend"] = trend
+        if trend and trend["oversaturated"]:
+            steps[-1]["flags"].append("oversaturated")
+    lost = list(getattr(ctx, "workers_lost", []))
+    _flag_worker_loss(steps, lost)
+    verdicts = diagnose_steps(steps, peaks=ctx.config.gpu_peaks)
     for step, verdict in zip(steps, verdicts, strict=True):
         step["verdict"] = verdict
+    return steps
+
+
+def build_summary(ctx: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The summary of a finished run from its run context (see plugin.RunContext)."""
+    steps = step_summaries(ctx)
+    verdicts = [s["verdict"] for s in steps]
+    peaks = ctx.config.gpu_peaks
+    lost = list(getattr(ctx, "workers_lost", []))
     return {
         "schema_version": SCHEMA_VERSION,
         "tokenload_version": __version__,
@@ -174,6 +206,9 @@ def build_summary(ctx: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
         "gpu_peaks": peaks,
         "totals": rows[-1] if rows else None,
         "workers": sorted(ctx.workers_seen) or ["local"],
+        "workers_lost": lost,
+        # The shape's own findings (the knee search's probes and outcome, a stop reason).
+        "search": getattr(ctx, "shape_result", None),
         "scrape_failures": ctx.scraper.failures if ctx.scraper is not None else None,
     }
 

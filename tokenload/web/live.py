@@ -359,11 +359,11 @@ class LiveSeries:
         current = tracker.windows[-1] if tracker.windows else None
         step: dict[str, Any] | None = None
         if current is not None or planned:
-            index = users = since = None
+            index = users = since = rate = None
             if tracker.step is not None and current is not None and current.index == tracker.step:
                 phase = tracker.phase  # "warmup" | "measure"
                 since = current.measure_start if phase == "measure" else current.start
-                index, users = current.index, current.concurrency
+                index, users, rate = current.index, current.concurrency, current.target_rate_rps
             else:  # between steps: ramping to the next one, or all done (draining)
                 done = len([w for w in tracker.windows if w.end is not None])
                 if planned and done >= len(planned):
@@ -372,6 +372,7 @@ class LiveSeries:
                     phase = "ramp"
                     if done < len(planned):
                         index, users = planned[done].index, planned[done].concurrency
+                        rate = planned[done].rate_rps
                     since = current.end if current is not None else None
                 else:
                     phase = None
@@ -380,6 +381,7 @@ class LiveSeries:
                 "index": index,
                 "of": len(planned) or None,
                 "users": users,
+                "rate_rps": rate,
                 "phase": phase,
                 "phase_elapsed_s": _r(now - since, 1) if since else None,
                 "duration_s": plan.duration_s if plan is not None else None,

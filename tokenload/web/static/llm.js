@@ -418,6 +418,11 @@
   }
 
   // -- status and the step table ---------------------------------------------------------------
+  function loadText(step) {
+    // A rate step's load is its request rate; its users are only the pool that sends it.
+    return step.rate_rps !== null && step.rate_rps !== undefined ? step.rate_rps + " req/s" : step.users + " users";
+  }
+
   function setText(id, text, cls) {
     var e = document.getElementById(id);
     if (!e) return;
@@ -438,10 +443,10 @@
       var of = step.of ? " of " + step.of : "";
       var dur = step.phase === "warmup" ? step.warmup_s : (step.duration_s !== null ? step.duration_s - (step.warmup_s || 0) : null);
       var prog = dur ? " " + fmtDur(step.phase_elapsed_s) + "/" + fmtDur(dur) : "";
-      setText("st-step", step.index + of + " \u00b7 " + step.users + " users \u00b7 " +
+      setText("st-step", step.index + of + " \u00b7 " + loadText(step) + " \u00b7 " +
         (step.phase === "warmup" ? "warm-up" : "measuring") + prog, "phase-" + step.phase);
     } else if (step.phase === "ramp") {
-      setText("st-step", step.index !== null ? "ramping to step " + step.index + " (" + step.users + " users)" : "ramping");
+      setText("st-step", step.index !== null ? "ramping to step " + step.index + " (" + loadText(step) + ")" : "ramping");
     } else if (step.phase === "done") {
       setText("st-step", "all " + (step.of || "") + " steps done");
     } else {

@@ -1,0 +1,213 @@
+"""The PromQL builder and the mapping of Prometheus' JSON answers (recorded from a real
+Prometheus scraping the emulator, ``data/sim_step_answers.json``) onto summarize_window's shape."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from tokenload.servermetrics.promql import (
+    MAX_RANGE_POINTS,
+    PromQLError,
+    PromQuery,
+    check_prometheus_url,
+    freshness_query,
+    gauge_step_s,
+    parse_selector,
+    summarize_answers,
+    window_queries,
+)
+from tokenload.servermetrics.vocabulary import CANONICAL
+
+DATA = Path(__file__).parent / "data"
+
+
+# -- options --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "matchers"),
+    [
+        ("", ()),
+        ("{}", ()),
+        ('{namespace="x",job="vllm"}', ('namespace="x"', 'job="vllm"')),
+        (' { namespace = "x" , job=~"vllm-.*" , } ', ('namespace="x"', 'job=~"vllm-.*"')),
+        ('pod!="a",model_name!~"b|c"', ('pod!="a"', 'model_name!~"b|c"')),
+        (r'{path="a\"b"}', (r'path="a\"b"',)),
+        ("{job='vllm'}", ("job='vllm'",)),
+        ("{job=`v\\d`}", ("job=`v\\d`",)),
+    ],
+)
+def test_selectors_are_parsed_and_normalised(text: str, matchers: tuple[str, ...]) -> None:
+    assert parse_selector(text) == matchers
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("namespace=x", "label matchers"),
+        ('{job="vllm"', "unbalanced"),
+        ('job="vllm"}', "unbalanced"),
+        ('{job="vllm" pod="a"}', "label matchers"),
+        ('{job=="vllm"}', "label matchers"),
+        ('{1job="vllm"}', "label matchers"),
+        ('{job="vllm}', "label matchers"),
+        ('{__name__="vllm:num_requests_running"}', "__name__"),
+        ("{,}", "label matchers"),
+    ],
+)
+def test_malformed_selectors_name_the_option(text: str, why: str) -> None:
+    with pytest.raises(PromQLError) as exc:
+        parse_selector(text)
+    assert str(exc.value).startswith("--prometheus-selector: ") and why in str(exc.value)
+
+
+def test_prometheus_urls() -> None:
+    assert check_prometheus_url("http://prometheus:9090") == "http://prometheus:9090"
+    assert check_prometheus_url(" https://host/prom/ ") == "https://host/prom"
+    for bad, why in [
+        ("ftp://prometheus:9090", "http"),
+        ("prometheus:9090", "http"),
+        ("http://", "http"),
+        ("http://host?x=1", "query"),
+        ("http://host:99999", "port"),
+    ]:
+        with pytest.raises(PromQLError) as exc:
+            check_prometheus_url(bad)
+        assert str(exc.value).startswith("--prometheus-url: ") and why in str(exc.value), bad
+    with pytest.raises(PromQLError) as exc:
+        check_prometheus_url("http://admin:hunter2@prometheus:9090")
+    assert "credentials" in str(exc.value) and "hunter2" not in str(exc.value)
+
+
+# -- queries --------------------------------------------------------------------------------------
+
+
+def _by(queries: list[PromQuery]) -> dict[tuple[str, str], PromQuery]:
+    return {(q.quantity, q.part): q for q in queries}
+
+
+def test_every_canonical_quantity_is_asked_for() -> None:
+    qs = _by(window_queries(('job="vllm"',), 100.0, 106.5))
+    for q in CANONICAL.values():
+        parts = {"gauge": ["gauge"], "counter": ["counter"], "histogram": ["buckets", "sum"]}[q.kind]
+        for part in parts:
+            expr = qs[(q.name, part)].expr
+            assert expr.count("(") == expr.count(")") and expr.count("{") == expr.count("}"), expr
+            assert qs[(q.name, part)].range == (part == "gauge")
+
+
+def test_gauges_sum_replicas_and_average_ratios_with_every_generation_as_a_fallback() -> None:
+    qs = _by(window_queries(('job="vllm"',), 0.0, 6.0))
+    assert qs[("kv_cache_usage_ratio", "gauge")].expr == (
+        'avg(vllm:kv_cache_usage_perc{job="vllm"}) or avg(vllm:gpu_cache_usage_perc{job="vllm"})'
+        ' or avg(sglang:token_usage{job="vllm"})'
+    )
+    assert qs[("requests_waiting", "gauge")].expr == (
+        'sum(vllm:num_requests_waiting{job="vllm"}) or sum(sglang:num_queue_reqs{job="vllm"})'
+    )
+    # A required label joins the user's matchers.
+    assert qs[("requests_waiting_capacity", "gauge")].expr == (
+        'sum(vllm:num_requests_waiting_by_reason{job="vllm",reason="capacity"})'
+    )
+
+
+def test_counters_and_histograms_use_increase_over_the_window() -> None:
+    qs = _by(window_queries((), 10.0, 16.5))
+    assert qs[("preemptions", "counter")].expr == "sum(increase(vllm:num_preemptions_total[6500ms]))"
+    assert qs[("generation_tokens", "counter")].expr == (
+        "sum(increase(vllm:generation_tokens_total[6500ms]))"
+        " or sum(increase(sglang:generation_tokens_total[6500ms]))"
+    )
+    a = "sum by (le) (increase(vllm:request_queue_time_seconds_bucket[6500ms]))"
+    b = "sum by (le) (increase(sglang:queue_time_seconds_bucket[6500ms]))"
+    assert qs[("queue_time_s", "buckets")].expr == f"{a} or ({b} unless on() {a})"
+    assert qs[("queue_time_s", "sum")].expr == (
+        "sum(increase(vllm:request_queue_time_seconds_sum[6500ms]))"
+        " or sum(increase(sglang:queue_time_seconds_sum[6500ms]))"
+    )
+    # A histogram whose family name ends in _total keeps it once.
+    assert "vllm:iteration_tokens_total_bucket[" in qs[("iteration_tokens", "buckets")].expr
+    # V1, V0, SGLang and SGLang's older name, in that order, none mixing with another.
+    itl = qs[("itl_s", "buckets")].expr
+    names = ["vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds",
+             "sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"]  # fmt: skip
+    assert [itl.index(n + "_bucket") for n in names] == sorted(itl.index(n + "_bucket") for n in names)
+    assert itl.count("unless on()") == 1 + 2 + 3
+
+
+def test_range_steps_and_freshness() -> None:
+    assert gauge_step_s(0, 60, 1.0) == 1.0
+    assert gauge_step_s(0, 86_400, 1.0) == 86_400 / MAX_RANGE_POINTS
+    assert freshness_query(('job="x"',)) == (
+        'max(timestamp(vllm:num_requests_running{job="x"}))'
+        ' or max(timestamp(sglang:num_running_reqs{job="x"}))'
+    )
+
+
+# -- answers --------------------------------------------------------------------------------------
+
+
+def _recorded() -> tuple[list[PromQuery], list[dict | None], float, float]:
+    rec = json.loads((DATA / "sim_step_answers.json").read_text())
+    t0, t1 = rec["window"]
+    queries = [
+        PromQuery(a["quantity"], a["part"], a["expr"], a["endpoint"] == "query_range") for a in rec["answers"]
+    ]
+    return queries, [a["answer"]["data"] for a in rec["answers"]], t0, t1
+
+
+def test_recorded_answers_map_onto_the_window_summary() -> None:
+    queries, answers, t0, t1 = _recorded()
+    out = summarize_answers(queries, answers, t0, t1)
+    # Recorded at concurrency 8 against a 4-sequence batch: 4 running all along.
+    assert out["requests_running"] == {"mean": 4.0, "max": 4.0, "p95": 4.0}
+    assert 0 < out["kv_cache_usage_ratio"]["mean"] <= out["kv_cache_usage_ratio"]["max"] < 0.01
+    assert out["generation_tokens"]["increase"] == pytest.approx(806.9376)
+    assert out["generation_tokens"]["rate_per_s"] == pytest.approx(806.9376 / (t1 - t0))
+    q = out["queue_time_ms"]
+    assert q["count"] == pytest.approx(14.4096)
+    assert q["mean"] == pytest.approx(25.510076982596527 / 14.4096 * 1000)
+    assert 1000 < q["p50"] <= q["p90"] <= q["p95"] <= q["p99"] <= 2000
+    # An empty answer (the emulator has no swapped requests) leaves the quantity out.
+    assert "requests_swapped" not in out
+    assert set(out) == {"requests_running", "kv_cache_usage_ratio", "generation_tokens", "queue_time_ms"}
+
+
+def test_failed_or_empty_answers_leave_quantities_out() -> None:
+    queries, answers, t0, t1 = _recorded()
+    assert summarize_answers(queries, [None] * len(answers), t0, t1) == {}
+    empty_vector = {"resultType": "vector", "result": []}
+    empty_matrix = {"resultType": "matrix", "result": []}
+    blank = [empty_matrix if q.range else empty_vector for q in queries]
+    assert summarize_answers(queries, blank, t0, t1) == {}
+
+
+def _vector(*items: tuple[dict, str]) -> dict:
+    return {"resultType": "vector", "result": [{"metric": m, "value": [1.0, v]} for m, v in items]}
+
+
+def test_histogram_buckets_are_made_monotonic_and_need_inf() -> None:
+    qs = [PromQuery("ttft_s", "buckets", "x"), PromQuery("ttft_s", "sum", "y")]
+    buckets = _vector(({"le": "0.1"}, "2"), ({"le": "0.5"}, "1.9"), ({"le": "+Inf"}, "4"), ({"le": "1"}, "3"))
+    out = summarize_answers(qs, [buckets, _vector(({}, "2.0"))], 0.0, 10.0)["ttft_ms"]
+    assert out["count"] == 4 and out["mean"] == pytest.approx(500.0)
+    assert out["p50"] == pytest.approx(100.0)  # rank 2 reached at le=0.1 (2 counts), not after 0.5
+    no_inf = _vector(({"le": "0.1"}, "2"), ({"le": "0.5"}, "3"))
+    assert summarize_answers(qs, [no_inf, _vector(({}, "1"))], 0.0, 10.0) == {}
+    # No sum (NaN): the quantiles stand, the mean is unknown.
+    out = summarize_answers(qs, [buckets, _vector(({}, "NaN"))], 0.0, 10.0)["ttft_ms"]
+    assert out["mean"] is None and out["count"] == 4
+
+
+def test_nan_counters_and_gauge_gaps() -> None:
+    qs = [PromQuery("preemptions", "counter", "x"), PromQuery("requests_running", "gauge", "y", True)]
+    matrix = {"resultType": "matrix", "result": [{"metric": {}, "values": [[0, "1"], [1, "NaN"], [2, "3"]]}]}
+    out = summarize_answers(qs, [_vector(({}, "NaN")), matrix], 0.0, 4.0)
+    assert "preemptions" not in out
+    # Time-weighted: 1 for 2 s (the NaN sample dropped), 3 for 2 s.
+    assert out["requests_running"] == {"mean": 2.0, "max": 3.0, "p95": 3.0}
+    assert not math.isnan(out["requests_running"]["mean"])

@@ -1,0 +1,68 @@
+"""The knee shape and the stop conditions, on real Locust processes against the emulator."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.sweep.test_sweep import sweep
+
+
+def _summary(run_dir: Path) -> dict:
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def test_knee_search_brackets_the_saturation_point(tmp_path: Path) -> None:
+    # Long prompts saturate the emulated A40 within a few users (see the demo), so the search
+    # is short: probes 1, 2, 4, ... then bisection between the last good and first bad step.
+    run_dir = tmp_path / "run"
+    out = sweep(
+        "--shape", "knee", "--knee-factor", "2", "--knee-resolution", "1.5", "--step-duration", "8",
+        "--prompt-tokens", "4096", "--output-tokens", "64", "--workers", "1", "--out", str(run_dir),
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    s = _summary(run_dir)
+    search = s["search"]
+    assert search["shape"] == "knee" and search["outcome"] == "found", search
+    lo, hi = search["last_unsaturated_concurrency"], search["first_saturated_concurrency"]
+    assert lo < hi and (hi / lo <= 1.5 or hi - lo <= 1)
+    by_conc = {st["concurrency"]: st for st in s["steps"]}
+    assert [p["concurrency"] for p in search["probes"]] == [st["concurrency"] for st in s["steps"]]
+    # The climb doubles until the first saturated step; later steps lie inside the bracket.
+    climb = [st["concurrency"] for st in s["steps"]]
+    first_bad = next(i for i, p in enumerate(search["probes"]) if p["bottleneck"] != "none")
+    assert climb[: first_bad + 1] == [2**i for i in range(first_bad + 1)]
+    assert all(lo <= c <= hi for c in climb[first_bad + 1 :])
+    # Probe steps are half a step long; bisection steps are full ones.
+    assert all(abs(st["end"] - st["start"] - 4) < 1 for st in s["steps"][: first_bad + 1])
+    assert all(abs(st["end"] - st["start"] - 8) < 1 for st in s["steps"][first_bad + 1 :])
+    assert by_conc[hi]["verdict"]["saturated"] and not by_conc[lo]["verdict"]["saturated"]
+    assert "knee search: found" in out.stdout
+
+
+def test_an_slo_broken_twice_in_a_row_stops_a_staircase(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    out = sweep(
+        "--concurrency", "1,2,4,8,16", "--step-duration", "2", "--warmup", "0.5", "--workers", "0",
+        "--stop-slo", "ttft_p50_ms=1", "--stop-slo-steps", "2",
+        "--prompt-tokens", "32", "--output-tokens", "4", "--out", str(run_dir),
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    s = _summary(run_dir)
+    assert [st["concurrency"] for st in s["steps"]] == [1, 2]
+    assert "--stop-slo: 2 steps in a row" in s["search"]["stop_reason"]
+    assert "stopped early: --stop-slo" in out.stdout
+
+
+def test_the_time_budget_starts_no_step_that_would_overrun_it(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    out = sweep(
+        "--concurrency", "1,2,4,8", "--step-duration", "3", "--warmup", "0.5", "--workers", "0",
+        "--time-budget", "7.5", "--prompt-tokens", "32", "--output-tokens", "4", "--out", str(run_dir),
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    s = _summary(run_dir)
+    assert [st["concurrency"] for st in s["steps"]] == [1, 2]
+    # Locust ticks a shape once a second: the budget holds to that tick.
+    assert s["steps"][-1]["end"] - s["steps"][0]["start"] <= 7.5 + 1.05
+    assert "--time-budget" in s["search"]["stop_reason"]

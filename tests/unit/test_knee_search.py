@@ -1,0 +1,72 @@
+"""The knee search's choice of steps (KneeShape.next_step), driven by a saturation oracle."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from tokenload.loadgen.shapes import KneeShape
+
+
+class Knee(KneeShape):
+    pass
+
+
+def _search(saturated_from: int | None, **opts: float) -> tuple[list[tuple[int, float]], Knee]:
+    shape = Knee()
+    defaults = {"step_duration": 10.0, "warmup": 0.2, "knee_start": 1, "knee_max": 1024,
+                "knee_factor": 4.0, "knee_resolution": 1.5, "probe_duration": None}  # fmt: skip
+    shape.runner = SimpleNamespace(
+        environment=SimpleNamespace(parsed_options=SimpleNamespace(**defaults | opts))
+    )
+    ran: list[tuple[int, float]] = []
+    steps: list[dict] = []
+    for _ in range(50):
+        step = shape.next_step(len(ran), steps)
+        if step is None:
+            return ran, shape
+        ran.append((step.concurrency, step.duration_s))
+        sat = saturated_from is not None and step.concurrency >= saturated_from
+        steps.append(
+            {"index": step.index, "concurrency": step.concurrency, "measured_s": step.duration_s,
+             "verdict": {"bottleneck": "compute" if sat else "none"}}
+        )  # fmt: skip
+    raise AssertionError("the search did not end")
+
+
+def test_climbs_with_short_probes_then_bisects_with_full_steps() -> None:
+    ran, shape = _search(40)
+    assert ran == [(1, 5.0), (4, 5.0), (16, 5.0), (64, 5.0), (32, 10.0), (45, 10.0)]
+    r = shape.result()
+    assert (r["outcome"], r["last_unsaturated_concurrency"], r["first_saturated_concurrency"]) == (
+        "found",
+        32,
+        45,
+    )
+    assert 45 / 32 <= 1.5
+
+
+@pytest.mark.parametrize("knee", [2, 3, 5, 17, 100, 700])
+def test_the_bracket_always_holds_the_knee_to_the_resolution(knee: int) -> None:
+    _, shape = _search(knee, knee_resolution=1.25)
+    lo, hi = shape.lo, shape.hi
+    assert lo is not None and hi is not None and lo < knee <= hi
+    assert hi / lo <= 1.25 or hi - lo <= 1
+
+
+def test_ends_unsaturated_at_the_cap_and_saturated_at_the_start() -> None:
+    ran, shape = _search(None, knee_max=100)
+    assert [c for c, _ in ran] == [1, 4, 16, 64, 100] and shape.outcome == "not_saturated"
+    ran, shape = _search(1)
+    assert [c for c, _ in ran] == [1] and shape.outcome == "saturated_at_start"
+    assert "--knee-start" in (shape.stop_reason or "")
+
+
+def test_a_client_bound_step_stops_the_search() -> None:
+    shape = Knee()
+    shape.runner = SimpleNamespace(environment=SimpleNamespace(parsed_options=SimpleNamespace()))
+    step = shape.next_step(0, [])
+    assert step is not None and step.concurrency == 1
+    assert shape.next_step(1, [{"concurrency": 1, "verdict": {"bottleneck": "client"}}]) is None
+    assert shape.outcome == "client_bound" and "add workers" in (shape.stop_reason or "")

@@ -1,0 +1,98 @@
+"""Open-loop arrival schedules: when each request is *meant* to be sent. Pure.
+
+One global schedule per step (a seeded sequence of inter-arrival gaps at the step's rate) is
+split exactly across workers: worker ``slot`` of ``of`` takes arrivals ``slot``, ``slot + of``,
+``slot + 2 of``, ... so the union over workers is the global schedule, whatever the number of
+workers. Processes (``--arrival``):
+
+* ``constant``: gaps of exactly 1/rate;
+* ``poisson``: exponential gaps with mean 1/rate (a Poisson process);
+* ``gamma:B``: gamma gaps with shape B and mean 1/rate, B the *burstiness factor* as vLLM's
+  ``benchmark_serving --burstiness`` defines it: B = 1 is Poisson, B < 1 burstier (coefficient
+  of variation 1/sqrt(B)), B > 1 more even.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+__all__ = ["ArrivalSpec", "ArrivalSpecError", "SlotSchedule", "global_gaps", "parse_arrival"]
+
+
+class ArrivalSpecError(ValueError):
+    """A bad ``--arrival``; the message names the option."""
+
+
+@dataclass(frozen=True, slots=True)
+class ArrivalSpec:
+    kind: str  # constant | poisson | gamma
+    burstiness: float = 1.0
+
+    def __str__(self) -> str:
+        return f"gamma:{self.burstiness:g}" if self.kind == "gamma" else self.kind
+
+
+def parse_arrival(text: str, option: str = "--arrival") -> ArrivalSpec:
+    """``constant``, ``poisson`` or ``gamma:B`` (B > 0, the burstiness factor)."""
+    kind, _, arg = text.strip().lower().partition(":")
+    if kind in ("constant", "poisson") and not arg:
+        return ArrivalSpec(kind)
+    if kind == "gamma":
+        try:
+            b = float(arg)
+        except ValueError:
+            b = float("nan")
+        if not (b > 0 and math.isfinite(b)):
+            raise ArrivalSpecError(f"{option}: expected gamma:B with a burstiness B > 0, got {text!r}")
+        return ArrivalSpec("gamma", b)
+    raise ArrivalSpecError(f"{option}: expected constant, poisson or gamma:B (B > 0), got {text!r}")
+
+
+def global_gaps(spec: ArrivalSpec, rate_rps: float, seed: int) -> Iterator[float]:
+    """The step's global inter-arrival gaps in seconds, endless and reproducible from ``seed``."""
+    if not rate_rps > 0:
+        raise ArrivalSpecError(f"--rate: expected a positive request rate, got {rate_rps:g}")
+    mean = 1.0 / rate_rps
+    if spec.kind == "constant":
+        while True:
+            yield mean
+    rng = random.Random(seed)
+    if spec.kind == "poisson":
+        while True:
+            yield rng.expovariate(rate_rps)
+    shape = spec.burstiness
+    while True:
+        yield rng.gammavariate(shape, mean / shape)
+
+
+class SlotSchedule:
+    """One worker's share of a step's global schedule, as absolute times on the caller's clock.
+
+    The first global arrival is at ``t0`` (gap 0), the next at ``t0 + gap_1``, and so on.
+    """
+
+    __slots__ = ("_gaps", "_t", "of", "slot", "taken")
+
+    def __init__(self, spec: ArrivalSpec, rate_rps: float, seed: int, t0: float, slot: int, of: int) -> None:
+        if not 0 <= slot < of:
+            raise ValueError(f"slot {slot} of {of}")
+        self._gaps = global_gaps(spec, rate_rps, seed)
+        self.slot, self.of = slot, of
+        self._t = t0
+        for _ in range(slot):
+            self._t += next(self._gaps)
+        self.taken = 0
+
+    def next(self) -> float:
+        """The intended time of this worker's next arrival."""
+        t = self._t
+        for _ in range(self.of):
+            self._t += next(self._gaps)
+        self.taken += 1
+        return t
+
+    def peek(self) -> float:
+        return self._t

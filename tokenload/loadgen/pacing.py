@@ -1,0 +1,105 @@
+"""Open-loop pacing in one process: hands users the intended send time of their next request.
+
+In a rate step the master announces the step's schedule (rate, process, seed, start time ``t0``
+on the master's clock) and gives each worker its slot (``slot`` of ``of``); every process then
+walks its share of the one global schedule (see arrivals.py). A user asks :meth:`Pacer.acquire`
+for its next send time and sleeps until then. When every user is busy, arrivals fall due with
+no one to send them: the next free user takes the oldest one at once, and the wait counts as
+*send lag* (``t_send - t_intended``), which is part of the latency tokenload reports (so
+coordinated omission is counted, not hidden). Lag that arrives while a user *was* waiting for
+its slot is the client's own lateness (a busy CPU, a stalled event loop): ``client_bound``.
+
+Closed-loop steps (concurrency) never touch the pacer: ``acquire`` returns None at once.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from gevent.event import Event
+
+from tokenload.loadgen.arrivals import ArrivalSpec, SlotSchedule
+
+__all__ = ["OPEN_LOOP_OPTION", "Pacer", "Slot"]
+
+#: Set on the parsed options by a rate shape before any user starts; Locust ships the options to
+#: the workers with the spawn message, so no user sends an unscheduled request.
+OPEN_LOOP_OPTION = "tokenload_open_loop"
+
+#: How often a user with no schedule to follow looks again (between open-loop steps).
+_IDLE_POLL_S = 0.02
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """One arrival handed to a user: its intended time (perf_counter seconds) and step."""
+
+    intended: float
+    step: int
+    #: True when no user was free at the intended time (the pool of users was exhausted).
+    queued: bool
+
+
+class Pacer:
+    def __init__(self) -> None:
+        #: The run is open-loop (a rate shape): users wait for arrivals even between steps.
+        self.open_loop = False
+        self._schedule: SlotSchedule | None = None
+        self._step: int | None = None
+        self._generation = 0
+        #: Set (and replaced) whenever the schedule changes: wakes users waiting on a void slot.
+        self._changed = Event()
+        self.handed = 0
+
+    def _bump(self) -> None:
+        self._generation += 1
+        changed, self._changed = self._changed, Event()
+        changed.set()
+
+    def apply(self, rate: dict[str, Any] | None, step: int | None) -> None:
+        """A phase announcement. ``rate`` (for rate steps) holds ``rps``, ``arrival``,
+        ``burstiness``, ``seed``, ``t0`` (master wall clock), ``slot`` and ``of``."""
+        if rate is None:
+            if step is None:  # between steps: keep open_loop, drop the schedule
+                self._schedule, self._step = None, None
+                self._bump()
+            return
+        self.open_loop = True
+        if step == self._step and self._schedule is not None and self._schedule.of == rate["of"]:
+            return  # the same step's next phase: the schedule runs on
+        # Wall clock -> this process's perf_counter clock, once per schedule.
+        offset = time.perf_counter() - time.time()
+        spec = ArrivalSpec(rate["arrival"], rate.get("burstiness", 1.0))
+        sched = SlotSchedule(
+            spec, float(rate["rps"]), int(rate["seed"]), rate["t0"] + offset, rate["slot"], rate["of"]
+        )
+        if step == self._step and self._schedule is not None:
+            # The set of workers changed mid-step (one was lost): continue from now on.
+            now = time.perf_counter()
+            while sched.peek() < now:
+                sched.next()
+        self._schedule, self._step = sched, step
+        self._bump()
+
+    def acquire(self) -> Slot | None:
+        """Block until this user's next arrival is due; None in a closed-loop run."""
+        if not self.open_loop:
+            return None
+        while True:
+            sched = self._schedule
+            if sched is None:
+                self._changed.wait(timeout=_IDLE_POLL_S)
+                continue
+            gen, step, changed = self._generation, self._step, self._changed
+            intended = sched.next()
+            now = time.perf_counter()
+            queued = intended < now
+            if not queued:
+                changed.wait(timeout=intended - now)
+                if self._generation != gen:
+                    continue  # the step ended while this user waited: its arrival is void
+            self.handed += 1
+            assert step is not None
+            return Slot(intended, step, queued)

@@ -1,0 +1,196 @@
+"""A Prometheus server as the source of the server's figures (``--prometheus-url``), for fleets
+whose pods cannot be scraped one by one: the master asks Prometheus, over HTTP, for each step's
+window (the PromQL is built in :mod:`tokenload.servermetrics.promql`).
+
+Queries run on gevent (geventhttpclient), a few at a time, each bounded by a timeout. A
+Prometheus that is down, slow, answers an error or garbage is counted by reason and warned about
+once per reason; its figures are then missing, and nothing here ever stops the load. After a
+connection failure or a timeout the source rests ``backoff_s`` (queries meanwhile are counted as
+``skipped``), so a run's end never waits on a dead server for long.
+"""
+
+from __future__ import annotations
+
+import locust  # noqa: F401  (gevent patches sockets before anything below is imported)
+
+import copy
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+import gevent
+import gevent.pool
+from geventhttpclient import HTTPClient
+
+from tokenload.servermetrics.promql import (
+    PromQuery,
+    check_prometheus_url,
+    freshness_query,
+    gauge_step_s,
+    summarize_answers,
+    window_queries,
+)
+
+__all__ = ["PrometheusSource"]
+
+log = logging.getLogger("tokenload.prometheus")
+
+
+class PrometheusSource:
+    """``window(t0, t1)`` -> the dict ``summarize_window`` returns, from Prometheus' answers."""
+
+    def __init__(
+        self,
+        url: str,
+        selector: tuple[str, ...] = (),
+        *,
+        resolution_s: float = 1.0,
+        timeout_s: float = 10.0,
+        concurrency: int = 4,
+        max_wait_s: float = 20.0,
+        backoff_s: float = 30.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.url = check_prometheus_url(url)
+        self.selector = selector
+        self.resolution_s = resolution_s
+        self.timeout_s = timeout_s
+        self.max_wait_s = max_wait_s
+        self.backoff_s = backoff_s
+        self.clock = clock
+        self.queries = 0
+        #: reason -> count: down, timeout, http_error, bad_answer, skipped
+        self.failures: dict[str, int] = {}
+        self._warned: set[str] = set()
+        self._resting_until = 0.0
+        self._cache: dict[tuple[float, float], dict[str, Any]] = {}
+        self._path = urlsplit(self.url).path
+        self._concurrency = concurrency
+        self._client = HTTPClient.from_url(
+            self.url, concurrency=concurrency, connection_timeout=timeout_s, network_timeout=timeout_s
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+    # -- HTTP -----------------------------------------------------------------------------------
+    def _get(self, endpoint: str, params: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The ``data`` of one API answer, or None (counted, warned about once per reason)."""
+        if self.clock() < self._resting_until:
+            self._fail("skipped", f"resting {self.backoff_s:g} s after a connection failure")
+            return None
+        self.queries += 1
+        uri = f"{self._path}/api/v1/{endpoint}?{urlencode(params)}"
+        try:
+            with gevent.Timeout(self.timeout_s, TimeoutError):
+                resp = self._client.get(uri, headers={"Accept": "application/json"})
+                try:
+                    status, body = resp.status_code, resp.read()
+                finally:
+                    resp.release()
+        except TimeoutError:
+            self._rest()
+            return self._fail("timeout", f"no complete answer within {self.timeout_s:g} s")
+        except (OSError, ValueError) as exc:  # refused, reset, unresolvable, an HTTP parse error
+            self._rest()
+            return self._fail("down", f"{type(exc).__name__}: {exc}"[:200])
+        try:
+            answer = json.loads(body)
+        except ValueError:
+            return self._fail("bad_answer", f"HTTP {status}, not JSON: {body[:80]!r}")
+        if not isinstance(answer, dict):
+            return self._fail("bad_answer", f"HTTP {status}: not a JSON object")
+        if status != 200 or answer.get("status") != "success":
+            error = f"{answer.get('errorType', '')}: {answer.get('error', '')}".strip(": ")
+            return self._fail("http_error", f"HTTP {status} {error}"[:300])
+        data = answer.get("data")
+        if not isinstance(data, dict):
+            return self._fail("bad_answer", "no 'data' object in the answer")
+        return data
+
+    def _rest(self) -> None:
+        self._resting_until = self.clock() + self.backoff_s
+
+    def _fail(self, reason: str, error: str) -> None:
+        self.failures[reason] = self.failures.get(reason, 0) + 1
+        if reason not in self._warned:
+            self._warned.add(reason)
+            log.warning(
+                "tokenload: Prometheus at %s: %s (%s); those server figures are missing, the load goes on",
+                self.url,
+                error,
+                reason,
+            )
+        return None
+
+    # -- what the run asks ------------------------------------------------------------------------
+    def probe(self) -> bool:
+        """One cheap query at the start of a run, so that a wrong URL is warned about early."""
+        return self._get("query", {"query": "time()"}) is not None
+
+    def start(self) -> None:
+        gevent.spawn(self.probe)
+
+    def _wait_fresh(self, t1: float) -> bool:
+        """Wait (at most ``max_wait_s``) until Prometheus holds a sample at or after ``t1``: it
+        ingests a scrape one scrape interval or so after the moment it describes."""
+        deadline = time.monotonic() + self.max_wait_s
+        query = freshness_query(self.selector)
+        while True:
+            data = self._get("query", {"query": query})
+            if data is None or not data.get("result"):
+                return False  # no answer, or no series at all: waiting would not help
+            try:
+                newest = float(data["result"][0]["value"][1])
+            except (KeyError, IndexError, TypeError, ValueError):
+                return False
+            if newest >= t1:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            gevent.sleep(min(1.0, max(0.05, self.resolution_s / 2)))
+
+    def _ask(self, q: PromQuery, t0: float, t1: float) -> Mapping[str, Any] | None:
+        if q.range:
+            step = gauge_step_s(t0, t1, self.resolution_s)
+            return self._get(
+                "query_range",
+                {"query": q.expr, "start": f"{t0:.3f}", "end": f"{t1:.3f}", "step": f"{step:.3f}"},
+            )
+        return self._get("query", {"query": q.expr, "time": f"{t1:.3f}"})
+
+    def window(self, t0: float, t1: float) -> dict[str, Any]:
+        """Per canonical quantity over ``[t0, t1]`` (absent when nothing matched), with
+        ``source``, ``queries`` and ``failed_queries``. Settled windows are cached (the live web
+        page recomputes finished steps)."""
+        key = (round(t0, 3), round(t1, 3))
+        cached = self._cache.get(key)
+        if cached is not None:
+            return copy.deepcopy(cached)
+        # A window that ends now is a step in progress (the live page's summary): no waiting.
+        fresh = t1 < self.clock() - 0.05 and self._wait_fresh(t1)
+        queries = window_queries(self.selector, t0, t1)
+        failed_before = sum(self.failures.values())
+        answers = gevent.pool.Pool(self._concurrency).map(lambda q: self._ask(q, t0, t1), queries)
+        failed = sum(self.failures.values()) - failed_before
+        out: dict[str, Any] = {"source": "prometheus", "queries": len(queries), "failed_queries": failed}
+        figures = summarize_answers(queries, answers, t0, t1)
+        if not figures and not failed:
+            self._fail(
+                "no_match",
+                f"no vLLM/SGLang series match {{{','.join(self.selector)}}} between {t0:.0f} and {t1:.0f}",
+            )
+        out.update(figures)
+        if fresh and not failed:
+            self._cache[key] = copy.deepcopy(out)
+        return out
+
+    def summary(self, t0: float, t1: float) -> dict[str, Any]:
+        """The run's server summary (``llm_stats.json["server"]``): the window and the failures."""
+        out = self.window(t0, t1)
+        out["prometheus_url"] = self.url
+        out["query_failures"] = dict(self.failures)
+        return out

@@ -1,0 +1,285 @@
+"""PromQL for the canonical server quantities over a time window, and Prometheus' JSON answers
+mapped onto the dict :func:`tokenload.servermetrics.summary.summarize_window` returns. Pure.
+
+For fleets whose pods cannot be scraped one by one, a Prometheus server that scrapes them is the
+source (``--prometheus-url`` and ``--prometheus-selector``). Per canonical quantity and window
+``[t0, t1]``, aggregated over every series the selector matches (replicas, engines):
+
+* gauges: one ``query_range`` of ``sum(family{sel})`` (``avg`` for ``_ratio`` quantities, as
+  direct scraping averages ratios over replicas) from ``t0`` to ``t1``, then the same
+  time-weighted mean/max/p95 as direct scraping (:func:`~tokenload.servermetrics.window.gauge_summary`);
+* counters: an instant query at ``t1`` of ``sum(increase(family_total{sel}[W]))``, W = t1 - t0
+  (Prometheus handles resets and extrapolates to the window's edges, so the increase is not an
+  integer: direct scraping counts between the first and the last scrape inside the window);
+* histograms: instant queries at ``t1`` of ``sum by (le) (increase(family_bucket{sel}[W]))`` and
+  of ``_sum``; count, mean and quantiles are then computed here, by the same interpolation as
+  Prometheus' ``histogram_quantile`` (one query for every quantile).
+
+A quantity has one family per server generation (vLLM V1, V0, SGLang): the alternatives are
+joined so that the first one with data wins (``a or b`` for label-less aggregates,
+``a or (b unless on() a)`` for ``by (le)``). A quantity nothing matched is absent, as it is when
+a scraped server does not export it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
+
+from tokenload.servermetrics.parse import HistogramState
+from tokenload.servermetrics.vocabulary import CANONICAL, FAMILY_INDEX, Quantity
+from tokenload.servermetrics.window import gauge_summary, histogram_summary
+
+__all__ = [
+    "MAX_RANGE_POINTS",
+    "PromQLError",
+    "PromQuery",
+    "check_prometheus_url",
+    "freshness_query",
+    "gauge_step_s",
+    "parse_selector",
+    "summarize_answers",
+    "window_queries",
+]
+
+#: Prometheus refuses a query_range of more than 11,000 points per series.
+MAX_RANGE_POINTS = 10_000
+
+Part = Literal["gauge", "counter", "buckets", "sum"]
+
+
+class PromQLError(ValueError):
+    """A Prometheus URL or selector that cannot be used; the message names the option."""
+
+
+# -- options ------------------------------------------------------------------------------------
+
+_LABEL_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_STRING = r'"(?:[^"\\\n]|\\.)*"' + r"|'(?:[^'\\\n]|\\.)*'" + r"|`[^`]*`"
+_MATCHER = re.compile(rf"\s*({_LABEL_NAME})\s*(=~|!~|!=|=)\s*({_STRING})\s*(?:,|$)")
+
+
+def parse_selector(text: str, option: str = "--prometheus-selector") -> tuple[str, ...]:
+    """``{namespace="x",job="vllm"}`` (braces optional) -> the label matchers, normalised
+    (``namespace="x"``); empty text -> no matcher. Anything else is an error naming ``option``."""
+    body = text.strip()
+    if body.startswith("{") or body.endswith("}"):
+        if not (body.startswith("{") and body.endswith("}")):
+            raise PromQLError(f"{option}: unbalanced braces in {text!r}")
+        body = body[1:-1].strip()
+    matchers: list[str] = []
+    pos = 0
+    while pos < len(body):
+        m = _MATCHER.match(body, pos)
+        if m is None or m.end() == pos:
+            raise PromQLError(
+                f'{option}: expected label matchers like {{namespace="x",job="vllm"}}, '
+                f"got {text!r} (stuck at {body[pos : pos + 20]!r})"
+            )
+        name, op, value = m.group(1), m.group(2), m.group(3)
+        if name == "__name__":
+            raise PromQLError(
+                f"{option}: the metric name is chosen by tokenload; drop __name__ from {text!r}"
+            )
+        matchers.append(f"{name}{op}{value}")
+        pos = m.end()
+    return tuple(matchers)
+
+
+def check_prometheus_url(text: str, option: str = "--prometheus-url") -> str:
+    """An http(s) base URL of a Prometheus server (a path prefix is kept) without credentials,
+    query or fragment; returned without a trailing slash."""
+    raw = text.strip()
+    parts = urlsplit(raw)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise PromQLError(
+            f"{option}: expected an http:// or https:// URL like http://prometheus:9090, got {raw!r}"
+        )
+    if parts.username is not None or parts.password is not None:
+        # Options are shown in the web UI and saved in run.json: no secret may be one.
+        raise PromQLError(f"{option}: credentials in the URL are not accepted, got {_no_userinfo(parts)!r}")
+    if parts.query or parts.fragment:
+        raise PromQLError(f"{option}: expected a base URL without ?query or #fragment, got {raw!r}")
+    try:
+        parts.port  # noqa: B018  (raises on a port that is not a number in range)
+    except ValueError:
+        raise PromQLError(f"{option}: bad port in {raw!r}") from None
+    return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
+
+
+def _no_userinfo(parts: Any) -> str:
+    return urlunsplit((parts.scheme, parts.netloc.rsplit("@", 1)[-1], parts.path, "", ""))
+
+
+# -- queries ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PromQuery:
+    """One PromQL query of a window: ``range`` ones go to ``/api/v1/query_range`` over the
+    window, the others to ``/api/v1/query`` at the window's end."""
+
+    quantity: str
+    part: Part
+    expr: str
+    range: bool = False
+
+
+def _alternatives(q: Quantity) -> list[tuple[str, dict[str, str]]]:
+    """(family, required labels) of a quantity in the vocabulary's order: V1, V0, SGLang, aliases."""
+    out: list[tuple[str, dict[str, str]]] = []
+    for family, entries in FAMILY_INDEX.items():
+        for quantity, labels in entries:
+            if quantity.name == q.name and (family, labels) not in out:
+                out.append((family, labels))
+    return out
+
+
+def _series(name: str, selector: tuple[str, ...], labels: Mapping[str, str]) -> str:
+    matchers = [*selector, *(f"{k}={json.dumps(v)}" for k, v in sorted(labels.items()))]
+    return f"{name}{{{','.join(matchers)}}}" if matchers else name
+
+
+def _first_of(exprs: list[str], grouped: bool) -> str:
+    """The first expression with data. Label-less aggregates (``sum(...)``) need only ``or``;
+    ``by (le)`` vectors are guarded so that two generations' buckets never mix."""
+    if not grouped:
+        return " or ".join(exprs)
+    out = exprs[0]
+    for i, expr in enumerate(exprs[1:], start=1):
+        guarded = expr
+        for prev in exprs[:i]:
+            guarded = f"({guarded} unless on() {prev})"
+        out = f"{out} or {guarded}"
+    return out
+
+
+def _duration(seconds: float) -> str:
+    # Prometheus 2.x durations are integers with a unit: whole milliseconds.
+    return f"{max(1, round(seconds * 1000))}ms"
+
+
+def window_queries(selector: tuple[str, ...], t0: float, t1: float) -> list[PromQuery]:
+    """Every query that :func:`summarize_answers` needs for the window ``[t0, t1]``."""
+    w = _duration(t1 - t0)
+    out: list[PromQuery] = []
+    for q in CANONICAL.values():
+        alts = _alternatives(q)
+        if not alts:
+            continue
+        if q.kind == "gauge":
+            agg = "avg" if q.name.endswith("_ratio") else "sum"
+            exprs = [f"{agg}({_series(f, selector, lab)})" for f, lab in alts]
+            out.append(PromQuery(q.name, "gauge", _first_of(exprs, False), range=True))
+        elif q.kind == "counter":
+            exprs = [f"sum(increase({_series(f + '_total', selector, lab)}[{w}]))" for f, lab in alts]
+            out.append(PromQuery(q.name, "counter", _first_of(exprs, False)))
+        else:
+            buckets = [
+                f"sum by (le) (increase({_series(f + '_bucket', selector, lab)}[{w}]))" for f, lab in alts
+            ]
+            sums = [f"sum(increase({_series(f + '_sum', selector, lab)}[{w}]))" for f, lab in alts]
+            out.append(PromQuery(q.name, "buckets", _first_of(buckets, True)))
+            out.append(PromQuery(q.name, "sum", _first_of(sums, False)))
+    return out
+
+
+def gauge_step_s(t0: float, t1: float, resolution_s: float) -> float:
+    """The query_range step: ``resolution_s``, coarser when the window would exceed the point limit."""
+    return max(resolution_s, (t1 - t0) / MAX_RANGE_POINTS, 0.001)
+
+
+def freshness_query(selector: tuple[str, ...]) -> str:
+    """The time of the newest sample of the servers' running-requests gauge: a window is only
+    queried once Prometheus has ingested a scrape at or after its end."""
+    alts = _alternatives(CANONICAL["requests_running"])
+    return _first_of([f"max(timestamp({_series(f, selector, lab)}))" for f, lab in alts], False)
+
+
+# -- answers ------------------------------------------------------------------------------------
+
+
+def _number(text: Any) -> float | None:
+    try:
+        v = float(text)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(v) else v
+
+
+def _scalar(data: Mapping[str, Any] | None) -> float | None:
+    """The value of a one-element instant vector (an aggregate); None when empty."""
+    if not data or data.get("resultType") != "vector" or not data.get("result"):
+        return None
+    return _number(data["result"][0]["value"][1])
+
+
+def _matrix_points(data: Mapping[str, Any] | None) -> list[tuple[float, float]]:
+    if not data or data.get("resultType") != "matrix" or not data.get("result"):
+        return []
+    pts = []
+    for t, v in data["result"][0]["values"]:
+        value = _number(v)
+        if value is not None and not math.isinf(value):
+            pts.append((float(t), value))
+    return sorted(pts)
+
+
+def _buckets(data: Mapping[str, Any] | None) -> list[tuple[float, float]] | None:
+    """Cumulative (le, count) ascending, made monotonic as histogram_quantile does (each bucket's
+    increase is extrapolated on its own, so neighbours can disagree by a little)."""
+    if not data or data.get("resultType") != "vector" or not data.get("result"):
+        return None
+    raw = []
+    for item in data["result"]:
+        le, v = _number(item.get("metric", {}).get("le")), _number(item["value"][1])
+        if le is not None and v is not None:
+            raw.append((le, v))
+    raw.sort()
+    if not raw or not math.isinf(raw[-1][0]):
+        return None  # without the +Inf bucket there is no count
+    out, top = [], 0.0
+    for le, v in raw:
+        top = max(top, v)
+        out.append((le, top))
+    return out
+
+
+def summarize_answers(
+    queries: list[PromQuery], answers: list[Mapping[str, Any] | None], t0: float, t1: float
+) -> dict[str, Any]:
+    """The ``data`` objects of Prometheus' answers (None for a failed query), one per query of
+    :func:`window_queries`, as per-quantity figures: gauges {mean,max,p95}, counters
+    {increase,rate_per_s}, histograms {count,mean,p50..p99} (ms for the ``_s`` ones)."""
+    by: dict[tuple[str, str], Mapping[str, Any] | None] = {
+        (q.quantity, q.part): a for q, a in zip(queries, answers, strict=True)
+    }
+    span = max(t1 - t0, 1e-9)
+    out: dict[str, Any] = {}
+    for q in CANONICAL.values():
+        if q.kind == "gauge":
+            s = gauge_summary(_matrix_points(by.get((q.name, "gauge"))), t_end=t1)
+            if s is not None:
+                out[q.name] = s
+        elif q.kind == "counter":
+            inc = _scalar(by.get((q.name, "counter")))
+            if inc is not None:
+                out[q.name] = {"increase": inc, "rate_per_s": inc / span}
+        else:
+            buckets = _buckets(by.get((q.name, "buckets")))
+            if buckets is None:
+                continue
+            total = _scalar(by.get((q.name, "sum")))
+            h = HistogramState(buckets, total if total is not None else math.nan, buckets[-1][1])
+            scale = 1000.0 if q.name.endswith("_s") else 1.0
+            key = q.name[:-2] + "_ms" if q.name.endswith("_s") else q.name
+            summary = histogram_summary(h, scale)
+            if total is None or summary["mean"] is None or math.isnan(summary["mean"]):
+                summary["mean"] = None
+            out[key] = summary
+    return out
