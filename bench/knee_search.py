@@ -56,6 +56,7 @@ def _sweep(out: Path, args: list[str]) -> dict:
         "load_time_s": round(steps[-1]["end"] - steps[0]["start"], 1),
         "wall_s": round(wall, 1),
         "outcome": (summary.get("search") or {}).get("outcome"),
+        "stop_reason": (summary.get("search") or {}).get("stop_reason"),
     }
 
 

@@ -16,20 +16,15 @@ from typing import Any
 import gevent
 import pytest
 from flask import Flask
-from gevent.event import Event
-from gevent.server import StreamServer
 from prometheus_client.parser import text_string_to_metric_families
 
-from tokenload.client.http_stream import StreamTarget
-from tokenload.client.openai_stream import StreamState
 from tokenload.loadgen.exporter import (
     BUCKETS_S,
     Exporter,
-    ProcessHealth,
     log_histogram_buckets,
     note_worker,
-    streams_in_flight,
 )
+from tokenload.loadgen.health import HealthMonitor
 from tokenload.loadgen.phases import StepTracker
 from tokenload.metrics.aggregate import LLMStats
 from tokenload.metrics.failures import FAILURE_CLASSES
@@ -83,7 +78,11 @@ def _ctx(runner: Any) -> SimpleNamespace:
     stats.record(_record(40.0, 40.0, out=0, failure="http_429"), [])
     stats.cancelled = 1
     return SimpleNamespace(
-        stats=stats, steps=StepTracker(), environment=SimpleNamespace(runner=runner), run_dir=Path("/r/run-7")
+        stats=stats,
+        steps=StepTracker(),
+        environment=SimpleNamespace(runner=runner),
+        run_dir=Path("/r/run-7"),
+        in_flight=0,
     )
 
 
@@ -169,38 +168,8 @@ def test_the_master_sums_what_its_workers_report() -> None:
     assert fams["tokenload_users"].samples[0].value == 12
 
 
-def test_streams_in_flight_counts_users_inside_a_stream() -> None:
-    release = Event()
-
-    def hold(sock: Any, _addr: Any) -> None:  # reads the request, answers nothing until released
-        sock.recv(65536)
-        release.wait(30)
-        sock.close()
-
-    server = StreamServer(("127.0.0.1", 0), hold)
-    server.start()
-    try:
-        # One target per user, as each Locust user has its own connection.
-        targets = [StreamTarget(f"http://127.0.0.1:{server.server_port}") for _ in range(3)]
-        busy = [gevent.spawn(t.stream, "/v1/completions", b"{}", StreamState(chat=False)) for t in targets]
-        idle = [gevent.spawn(gevent.sleep, 30)]
-        deadline = time.monotonic() + 10
-        while streams_in_flight(busy + idle) < 3 and time.monotonic() < deadline:
-            gevent.sleep(0.05)
-        assert streams_in_flight(busy + idle) == 3
-        release.set()
-        gevent.joinall(busy, timeout=10)
-        assert streams_in_flight(busy + idle) == 0
-        gevent.killall(idle)
-        for t in targets:
-            t.close()
-    finally:
-        release.set()
-        server.stop(timeout=1)
-
-
 def test_process_health_sees_a_blocked_loop() -> None:
-    health = ProcessHealth()
+    health = HealthMonitor(lambda: (None, None))
     health.start()
     try:
         gevent.sleep(0.3)

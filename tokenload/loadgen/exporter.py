@@ -25,15 +25,12 @@ from __future__ import annotations
 import locust  # noqa: F401  (gevent patches sockets before anything below is imported)
 from locust.runners import MasterRunner, WorkerRunner
 
-import collections
 import logging
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-import gevent
-import psutil
 from flask import Response
 from gevent.pywsgi import WSGIServer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest, make_wsgi_app
@@ -41,18 +38,16 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.utils import floatToGoString
 
 from tokenload import __version__
-from tokenload.client.http_stream import StreamTarget
+from tokenload.loadgen.health import HealthMonitor
 from tokenload.metrics.failures import FAILURE_CLASSES
 from tokenload.metrics.histogram import LogHistogram
 
 __all__ = [
     "BUCKETS_S",
     "Exporter",
-    "ProcessHealth",
     "install",
     "log_histogram_buckets",
     "note_worker",
-    "streams_in_flight",
     "worker_report",
 ]
 
@@ -96,70 +91,10 @@ def log_histogram_buckets(h: LogHistogram, bounds: Sequence[float], scale: float
     return out
 
 
-def streams_in_flight(greenlets: Iterable[Any]) -> int:
-    """Users whose greenlet is inside :meth:`StreamTarget.stream` right now: requests sent and
-    not yet complete. Read off the suspended greenlets' frames (the user module needs no
-    counter); a greenlet that is running (this one) has no frame and is not counted."""
-    code = StreamTarget.stream.__code__
-    n = 0
-    for g in list(greenlets):
-        frame = getattr(g, "gr_frame", None)
-        while frame is not None:
-            if frame.f_code is code:
-                n += 1
-                break
-            frame = frame.f_back
-    return n
-
-
-class ProcessHealth:
-    """This process's CPU % (over the last second) and worst gevent loop lag (over the last
-    five seconds: how late a short sleep woke up), sampled by one greenlet."""
-
-    TICK_S = 0.25
-
-    def __init__(self) -> None:
-        self._proc = psutil.Process()
-        self._proc.cpu_percent(None)  # the first call only primes the counter
-        self.cpu_percent = 0.0
-        self._lag_s: collections.deque[float] = collections.deque([0.0], maxlen=5)
-        self._greenlet: gevent.Greenlet | None = None
-
-    @property
-    def loop_lag_s(self) -> float:
-        return max(self._lag_s)
-
-    def start(self) -> None:
-        if self._greenlet is None:
-            self._greenlet = gevent.spawn(self._run)
-
-    def stop(self) -> None:
-        if self._greenlet is not None:
-            self._greenlet.kill(block=False)
-            self._greenlet = None
-
-    def _run(self) -> None:
-        ticks_per_s = round(1 / self.TICK_S)
-        n, worst = 0, 0.0
-        while True:
-            t0 = time.perf_counter()
-            gevent.sleep(self.TICK_S)
-            worst = max(worst, time.perf_counter() - t0 - self.TICK_S, 0.0)
-            n += 1
-            if n % ticks_per_s == 0:
-                self.cpu_percent = self._proc.cpu_percent(None)
-                self._lag_s.append(worst)
-                worst = 0.0
-
-
-def _runner_greenlets(environment: Any) -> Iterable[Any]:
-    return getattr(environment.runner, "user_greenlets", None) or ()
-
-
 class Exporter:
     """The registry and its collector for one run context (master or local runner)."""
 
-    def __init__(self, ctx: Any, health: ProcessHealth) -> None:
+    def __init__(self, ctx: Any, health: HealthMonitor) -> None:
         self.ctx = ctx
         self.health = health
         #: client id -> (time of the report, the worker's ``live`` block)
@@ -178,7 +113,7 @@ class Exporter:
         own = {"worker": "master" if isinstance(env.runner, MasterRunner) else "local"}
         own |= {"cpu_percent": self.health.cpu_percent, "loop_lag_s": self.health.loop_lag_s}
         if not isinstance(env.runner, MasterRunner):
-            own["in_flight"] = streams_in_flight(_runner_greenlets(env))
+            own["in_flight"] = self.ctx.in_flight
             return [own]
         now = time.monotonic()
         fresh = [live for t, live in self.workers.values() if now - t <= _WORKER_STALE_S]
@@ -302,9 +237,7 @@ class Exporter:
 def install(environment: Any, ctx: Any) -> None:
     """At Locust's ``init``: sample this process's health; on the master or local runner build
     the exporter, add ``/metrics`` to the web UI and serve ``--exporter-port``."""
-    health = ProcessHealth()
-    health.start()
-    ctx.extras[ProcessHealth] = health
+    health = ctx.health  # started by the plugin before this is called
     if isinstance(environment.runner, WorkerRunner):
         return
     exporter = ctx.extras[Exporter] = Exporter(ctx, health)
@@ -328,10 +261,10 @@ def install(environment: Any, ctx: Any) -> None:
 
 def worker_report(ctx: Any) -> dict[str, Any]:
     """What a worker adds to each report: its name, streams in flight, CPU % and loop lag."""
-    health = ctx.extras.get(ProcessHealth)
+    health = ctx.health
     return {
         "worker": ctx.worker_name,
-        "in_flight": streams_in_flight(_runner_greenlets(ctx.environment)),
+        "in_flight": ctx.in_flight,
         "cpu_percent": health.cpu_percent if health else None,
         "loop_lag_s": health.loop_lag_s if health else None,
     }

@@ -89,6 +89,8 @@ class RunContext:
         #: What a shape found beyond its steps (the knee search's probes), for summary.json.
         self.shape_result: dict[str, Any] | None = None
         self.health: HealthMonitor | None = None
+        #: Requests sent and not yet complete in this process (tokenload's /metrics).
+        self.in_flight = 0
         self.workers_seen: set[str] = set()
         #: Workers lost mid-run, filled on the master by loadgen/workers.py.
         self.workers_lost: list[dict[str, Any]] = []
@@ -374,9 +376,11 @@ def _on_init(environment: Environment, **_kw: Any) -> None:
             load_spec(ctx.config)
         except WorkloadError as exc:
             sys.exit(f"tokenload: {exc}")
-    if not isinstance(runner, MasterRunner):
-        ctx.health = HealthMonitor(lambda: (ctx.steps.step, ctx.steps.phase))
-        ctx.health.start()
+    # Every process samples its own health; the master only for its /metrics, not per step.
+    ctx.health = HealthMonitor(
+        lambda: (ctx.steps.step, ctx.steps.phase), per_step=not isinstance(runner, MasterRunner)
+    )
+    ctx.health.start()
     if isinstance(runner, WorkerRunner):
 
         def on_phase(msg: Any, **_: Any) -> None:

@@ -148,6 +148,7 @@ class LLMUser(User):
         slot, self._slot = self._slot, None
         if slot is not None and slot.step != step:
             step, phase = slot.step, None
+        self.ctx.in_flight += 1
         try:
             out = self.target.stream(self.path, body, state)
         except GreenletExit:
@@ -155,6 +156,8 @@ class LLMUser(User):
             # measured as a "cancelled" record, outside Locust's request counts.
             self.ctx.record_cancelled(name, state)
             raise
+        finally:
+            self.ctx.in_flight -= 1
         intended = slot.intended if slot is not None else None
         timing = compute_timing(
             out.t_start, state.content_times, state.content_tokens, out.t_end, state.output_tokens, intended
