@@ -2,8 +2,9 @@
 
 Labels: ``none`` (still scaling), ``compute`` (prefill-bound), ``memory_bandwidth``
 (decode-bound), ``kv_capacity`` (the KV cache is full), ``scheduler_limit`` (running pinned at
-a cap such as max_num_seqs while the cache has room), ``client`` (the load generator could not
-keep up), ``errors`` (failures crossed their threshold). Input: the steps of ``summary.json``.
+a cap such as max_num_seqs while the cache has room), ``frontend`` (the API server in front of
+the engine: HTTP, tokenization), ``client`` (the load generator could not keep up), ``errors``
+(failures crossed their threshold). Input: the steps of ``summary.json``.
 
 Steps are judged in order of load (concurrency, or target rate), whatever order they ran in (a
 knee search bisects downwards): a step is compared with the step of the next lower load, and
@@ -18,7 +19,16 @@ from tokenload.analysis.thresholds import Thresholds
 
 __all__ = ["ADVICE", "BOTTLENECKS", "diagnose_steps", "find_knee"]
 
-BOTTLENECKS = ("none", "compute", "memory_bandwidth", "kv_capacity", "scheduler_limit", "client", "errors")
+BOTTLENECKS = (
+    "none",
+    "compute",
+    "memory_bandwidth",
+    "kv_capacity",
+    "scheduler_limit",
+    "frontend",
+    "client",
+    "errors",
+)
 
 ADVICE: dict[str, list[str]] = {
     "none": ["Not saturated at this load: there is headroom; keep raising the load to find the knee."],
@@ -39,6 +49,11 @@ ADVICE: dict[str, list[str]] = {
     ],
     "scheduler_limit": [
         "Running requests are pinned at the scheduler's cap while the KV cache has room: raise max_num_seqs.",
+    ],
+    "frontend": [
+        "Time goes before the engine's queue (HTTP, tokenization, hand-over), not in prefill or decode: "
+        "run more API server processes (vLLM --api-server-count) or give the server more CPU.",
+        "Keep the load generator off the server's host; check the server's CPU before its GPU.",
     ],
     "client": [
         "The load generator could not keep up: add workers (tokenload sweep --workers N) or cores; "
@@ -152,6 +167,35 @@ def _which(
                 "kv_cache_usage_ratio max",
                 None if kv_max is None else round(kv_max, 3),
                 f"< {th.kv_full_ratio}",
+            ),
+        ]
+    # The API server in front of the engine: the server's TTFT goes mostly neither to its queue nor
+    # to prefill, nothing waits, and the engine runs clearly fewer requests than the load offers.
+    ttft = _g(step, "server", "ttft_ms", "mean")
+    queue = _g(step, "server", "queue_time_ms", "mean")
+    prefill_t = _g(step, "server", "prefill_time_ms", "mean")
+    if (
+        ttft
+        and queue is not None
+        and prefill_t is not None
+        and waiting <= th.waiting_mean
+        and conc
+        and run_mean is not None
+        and run_mean < th.frontend_running_share * conc
+        and ttft - queue - prefill_t > th.frontend_share * ttft
+    ):
+        return "frontend", [
+            _ev("server ttft_ms mean", round(ttft, 1), "arrival -> first token, server side"),
+            _ev(
+                "outside queue and prefill",
+                round((ttft - queue - prefill_t) / ttft, 3),
+                f"> {th.frontend_share} of the server's TTFT "
+                f"(queue {queue:.1f} ms, prefill {prefill_t:.1f} ms)",
+            ),
+            _ev(
+                "requests_running mean",
+                round(run_mean, 1),
+                f"< {th.frontend_running_share} x the {conc} users, with nothing waiting",
             ),
         ]
     # Compute or bandwidth: the server's own FLOP and byte estimates against the GPU's peaks
@@ -306,14 +350,17 @@ def _by_load(steps: list[dict[str, Any]]) -> list[int]:
 
 
 def find_knee(steps: list[dict[str, Any]], verdicts: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The saturation point: the lowest-load saturated step, the highest-load unsaturated step
-    below it, and what ran out."""
+    """The saturation point: the lowest-load saturated step whose next higher load is saturated
+    too (one noisy step that the next load contradicts is not the knee), the highest-load
+    unsaturated step below it, and what ran out."""
     last_good = None
-    for i in _by_load(steps):
+    order = [i for i in _by_load(steps) if verdicts[i]["bottleneck"] != "client"]
+    for pos, i in enumerate(order):
         v = verdicts[i]
+        nxt = verdicts[order[pos + 1]]["bottleneck"] if pos + 1 < len(order) else None
         if v["bottleneck"] == "none":
             last_good = steps[i]
-        elif v["bottleneck"] != "client":
+        elif nxt is None or nxt != "none":
             return {
                 "step": i,
                 "concurrency": steps[i].get("concurrency"),

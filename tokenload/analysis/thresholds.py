@@ -27,6 +27,10 @@ class Thresholds:
     pinned_spread: float = 0.25
     #: Fewer requests than this completing inside a step: its throughput is not judged.
     min_completed: float = 3.0
+    #: The API server is the bound when more than this share of the server's TTFT is spent
+    #: outside its queue and prefill, while running stays under this share of the users.
+    frontend_share: float = 0.5
+    frontend_running_share: float = 0.8
     #: Achieved share of the GPU's peak FLOP/s or bandwidth that counts as the bound (when known).
     utilization_bound: float = 0.6
 

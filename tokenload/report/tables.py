@@ -27,6 +27,7 @@ BOTTLENECK_WORDS = {
     "memory_bandwidth": "saturated: memory-bandwidth-bound (decode)",
     "kv_capacity": "saturated: the KV cache is full",
     "scheduler_limit": "saturated: running requests pinned at the scheduler's cap",
+    "frontend": "saturated: the API server (HTTP, tokenization) before the engine's queue",
     "client": "the load generator could not keep up: latencies are not the server's",
     "errors": "failing: failures crossed the threshold",
 }

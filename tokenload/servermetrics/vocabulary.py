@@ -83,7 +83,7 @@ CANONICAL: dict[str, Quantity] = {
         _q(
             "requests_waiting_capacity",
             "gauge",
-            "waiting requests held back for lack of KV capacity",
+            "waiting requests held back for capacity: KV blocks, or a max_num_seqs slot",
             "vllm:num_requests_waiting_by_reason",
             reason="capacity",
         ),
