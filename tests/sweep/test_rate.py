@@ -51,7 +51,7 @@ def _run(url: str, tmp_path: Path, arrival: str) -> Path:
     run_dir = tmp_path / "run"
     out = sweep(
         "--host", url, "--shape", "rate", "--rate", str(RATE), "--arrival", arrival, "--arrival-seed", "3",
-        "--step-duration", "14", "--warmup", "2", "--workers", "2", "--max-in-flight", "64",
+        "--step-duration", "9", "--warmup", "1.5", "--workers", "2", "--max-in-flight", "64",
         "--prompt-tokens", "32", "--output-tokens", "8", "--out", str(run_dir),
     )  # fmt: skip
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
