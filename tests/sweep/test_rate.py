@@ -101,8 +101,8 @@ def test_random_arrivals_follow_the_requested_distribution(traced_sim, tmp_path,
     gaps = [max(b - a, floor) for a, b in itertools.pairwise(arrivals)]
     ref = [max(g, floor) for g in _gamma_reference(spec)]
     assert ks_statistic(gaps, ref) < ks_critical(len(gaps), len(ref)), arrival
-    cv = statistics.pstdev(gaps) / statistics.fmean(gaps)
-    assert cv == pytest.approx(1.0 if spec.kind == "poisson" else 2.0, rel=0.25)
+    # (No check of the gaps' coefficient of variation here: with a few hundred gamma:0.25 gaps its
+    # sampling error is ~20 %; tests/unit/test_arrivals.py checks it on 20,000 scheduled gaps.)
 
 
 def test_a_starved_client_is_flagged_and_its_send_lag_is_in_the_latency(traced_sim, tmp_path) -> None:
