@@ -31,7 +31,11 @@ def test_every_dashboard_query_is_valid_promql(sim_under_prometheus: SimUnderPro
 
 def _exported(rate: float | None) -> set[str]:
     ctx = SimpleNamespace(
-        stats=LLMStats(), steps=StepTracker(), environment=SimpleNamespace(runner=None), run_dir=None
+        stats=LLMStats(),
+        steps=StepTracker(),
+        environment=SimpleNamespace(runner=None),
+        run_dir=None,
+        in_flight=0,
     )
     ctx.steps.begin(0, None if rate else 4, rate, 0.0)
     text = Exporter(ctx, SimpleNamespace(cpu_percent=0.0, loop_lag_s=0.0)).text().decode()
