@@ -173,8 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     # Thousands of live requests make the cyclic GC's full collections take tens of ms, which
-    # would land on token send times; collect young objects only, less often (and, while
-    # requests run, only where the engine loop has time to spare: loop._collect).
+    # would land on token send times; collect young objects only, less often.
     gc.collect()
     gc.freeze()
     gc.set_threshold(20_000, 50, 1_000)
