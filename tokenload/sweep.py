@@ -19,9 +19,9 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from tokenload.loadgen.options import length_spec
+from tokenload.loadgen.options import add_prometheus_arguments, add_step_arguments, length_spec
 from tokenload.loadgen.steps import (
     StepSpecError,
     parse_concurrency_list,
@@ -60,8 +60,15 @@ class SweepError(Exception):
     """A bad argument or an unreachable host: one line, exit status 2, no load sent."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad arguments as one line naming the option (``tokenload sweep: --rate: expected ...``)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"tokenload sweep: {message.removeprefix('argument ')}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tokenload sweep", description=__doc__)
+    p = _Parser(prog="tokenload sweep", description=__doc__)
     p.add_argument("--host", default=None, help="target base URL; default: start the built-in emulator")
     p.add_argument(
         "--shape",
@@ -70,29 +77,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="staircase: --concurrency steps; knee: adaptive search for the saturation concurrency; "
         "rate: open-loop --rate steps; context: one step per --prompt-lengths length at each --concurrency",
     )
-    p.add_argument("--prompt-lengths", default="121,511,2041,8191", help="context shape: prompt lengths")
-    p.add_argument("--concurrency", default="1,2,4,8,16,32,64", help="steps: 1,2,4,8 or start:stop:xfactor")
-    p.add_argument("--rate", default="1,2,4,8", help="rate steps (requests/s): 0.5,1,2 or start:stop:xfactor")
-    p.add_argument("--arrival", default="poisson", help="open-loop arrivals: constant, poisson, gamma:B")
-    p.add_argument("--arrival-seed", type=int, default=0)
-    p.add_argument("--max-in-flight", type=int, default=512, help="open loop: users sending the arrivals")
-    p.add_argument("--knee-start", type=int, default=1)
-    p.add_argument("--knee-max", type=int, default=1024)
-    p.add_argument("--knee-factor", type=float, default=4.0, help="growth between probe steps")
-    p.add_argument("--knee-resolution", type=float, default=1.5, help="bisect until hi/lo <= this")
-    p.add_argument("--probe-duration", type=float, default=None, help="probe steps' seconds (half a step)")
-    p.add_argument("--stop-slo", default="", help="stop after --stop-slo-steps steps break it")
-    p.add_argument("--stop-slo-steps", type=int, default=2)
-    p.add_argument("--stop-error-rate", type=float, default=0.5, help="stop after a step failing more")
-    p.add_argument("--time-budget", type=float, default=None, help="seconds of load at most")
-    p.add_argument("--step-duration", type=float, default=30.0, help="seconds each step is held")
+    # The shape, stop and Prometheus options are Locust's own (tokenload.loadgen.options), with their
+    # checks; the sweep forwards whatever was given to the Locust processes.
+    before = len(p._actions)
+    add_step_arguments(p)
+    add_prometheus_arguments(p)
+    p.set_defaults(_forward=p._actions[before:])  # given to the master (or the local process)
+    p.set_defaults(concurrency="1,2,4,8,16,32,64", rate="1,2,4,8")
     p.add_argument(
-        "--warmup", type=float, default=0.2, help="start of each step left out: fraction (<1) or seconds"
+        "--prompt-tokens",
+        type=length_spec("--prompt-tokens"),
+        default="128",
+        help="a length (in the target's tokens) or a distribution",
     )
     p.add_argument(
-        "--prompt-tokens", default="128", help="a length (in the target's tokens) or a distribution"
+        "--output-tokens",
+        type=length_spec("--output-tokens"),
+        default="64",
+        help="a length or a distribution, as --prompt-tokens",
     )
-    p.add_argument("--output-tokens", default="64", help="a length or a distribution, as --prompt-tokens")
     p.add_argument("--endpoint", choices=["chat", "completions"], default="completions")
     p.add_argument("--model", default="")
     p.add_argument("--workload", default="", help="a YAML run file's workload (datasets, prefixes, ...)")
@@ -102,10 +105,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--metrics-url", action="append", default=None, help="server /metrics to scrape (repeatable)"
     )
     p.add_argument("--metrics-interval", type=float, default=1.0)
-    p.add_argument(
-        "--prometheus-url", default="", help="query the server's metrics from this Prometheus instead"
-    )
-    p.add_argument("--prometheus-selector", default="", help='label matchers, e.g. {namespace="llm"}')
     p.add_argument(
         "--sim-args", default="", help="extra arguments for the built-in emulator, when it is the target"
     )
@@ -117,47 +116,32 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _check(args: argparse.Namespace) -> None:
-    from tokenload.loadgen.arrivals import ArrivalSpecError, parse_arrival
-    from tokenload.report.capacity import SLOError, parse_slo
+def _forwarded(args: argparse.Namespace) -> list[str]:
+    """The shape, stop and Prometheus options as Locust's command line takes them."""
+    out: list[str] = []
+    for action in args._forward:
+        value = getattr(args, action.dest)
+        if isinstance(action, argparse._StoreTrueAction):
+            out += [action.option_strings[0]] if value else []
+        elif value is not None and value != "":
+            out += [action.option_strings[0], str(value)]
+    return out
 
+
+def _check(args: argparse.Namespace) -> None:
+    """What the options' own types cannot see: one option against another, or the whole shape."""
     try:
-        if args.shape == "context":
-            for n in args.prompt_lengths.split(","):
-                length_spec("--prompt-lengths")(n)
         if args.shape == "rate":
             rate_staircase(parse_rate_list(args.rate), args.step_duration, args.warmup, args.max_in_flight)
-            parse_arrival(args.arrival)
         else:
             levels = parse_concurrency_list(args.concurrency) if args.shape == "staircase" else [1]
             staircase(levels, args.step_duration, args.warmup)
         if args.probe_duration is not None:
             staircase([1], args.probe_duration, args.warmup)
-        if args.stop_slo:
-            parse_slo(args.stop_slo)
-    except (StepSpecError, ArrivalSpecError) as exc:
+    except StepSpecError as exc:
         raise SweepError(str(exc)) from None
-    except argparse.ArgumentTypeError as exc:
-        raise SweepError(f"--prompt-lengths: {exc}") from None
-    except SLOError as exc:
-        raise SweepError(str(exc).replace("--slo:", "--stop-slo:", 1)) from None
-    for name, value, ok, expected in (
-        ("--knee-start", args.knee_start, args.knee_start >= 1, "a positive integer"),
-        ("--knee-max", args.knee_max, args.knee_max >= args.knee_start, "an integer >= --knee-start"),
-        ("--knee-factor", args.knee_factor, args.knee_factor > 1, "a factor > 1"),
-        ("--knee-resolution", args.knee_resolution, args.knee_resolution > 1, "a factor > 1"),
-        ("--stop-slo-steps", args.stop_slo_steps, args.stop_slo_steps >= 1, "a positive integer"),
-        ("--stop-error-rate", args.stop_error_rate, 0 <= args.stop_error_rate <= 1, "a share from 0 to 1"),
-        ("--time-budget", args.time_budget, args.time_budget is None or args.time_budget > 0, "seconds > 0"),
-    ):
-        if not ok:
-            raise SweepError(f"{name}: expected {expected}, got {value:g}")
-    for name in ("prompt_tokens", "output_tokens"):
-        option = "--" + name.replace("_", "-")
-        try:
-            length_spec(option)(getattr(args, name))
-        except argparse.ArgumentTypeError as exc:
-            raise SweepError(f"{option}: {exc}") from None
+    if args.knee_max < args.knee_start:
+        raise SweepError(f"--knee-max: expected an integer >= --knee-start, got {args.knee_max}")
     if args.workers < 0:
         raise SweepError(f"--workers: expected 0 or more worker processes, got {args.workers}")
     if args.metrics_interval <= 0:
@@ -171,14 +155,6 @@ def _check(args: argparse.Namespace) -> None:
         try:
             load_workload_file(args.workload)
         except WorkloadError as exc:
-            raise SweepError(str(exc)) from None
-    if args.prometheus_url:
-        from tokenload.servermetrics.promql import PromQLError, check_prometheus_url, parse_selector
-
-        try:
-            check_prometheus_url(args.prometheus_url)
-            parse_selector(args.prometheus_selector)
-        except PromQLError as exc:
             raise SweepError(str(exc)) from None
     if args.host is not None and not args.host.startswith(("http://", "https://")):
         raise SweepError(f"--host: expected an http:// or https:// URL, got {args.host!r}")
@@ -214,33 +190,18 @@ def _run_locust(args: argparse.Namespace, host: str, run_dir: Path) -> int:
     locustfile.write_text(_LOCUSTFILE.format(user_class=user, shape_class=_SHAPES[args.shape]))
     common = [_locust_bin(), "-f", str(locustfile)]
     load = [
-        "--host", host, "--headless", "--only-summary", "--run-dir", str(run_dir),
-        "--concurrency", args.concurrency, "--step-duration", str(args.step_duration),
-        "--warmup", str(args.warmup),
-        "--rate", args.rate, "--arrival", args.arrival, "--arrival-seed", str(args.arrival_seed),
-        "--max-in-flight", str(args.max_in_flight), "--prompt-lengths", args.prompt_lengths,
-        "--knee-start", str(args.knee_start), "--knee-max", str(args.knee_max),
-        "--knee-factor", str(args.knee_factor), "--knee-resolution", str(args.knee_resolution),
-        "--stop-slo-steps", str(args.stop_slo_steps), "--stop-error-rate", str(args.stop_error_rate),
+        "--host", host, "--headless", "--only-summary", "--run-dir", str(run_dir), *_forwarded(args),
         "--prompt-tokens", str(args.prompt_tokens), "--output-tokens", str(args.output_tokens),
         "--metrics-interval", str(args.metrics_interval), "--stop-timeout", "120", "--loglevel", "WARNING",
     ]  # fmt: skip
     if args.model:
         load += ["--model", args.model]
-    if args.probe_duration is not None:
-        load += ["--probe-duration", str(args.probe_duration)]
-    if args.stop_slo:
-        load += ["--stop-slo", args.stop_slo]
-    if args.time_budget is not None:
-        load += ["--time-budget", str(args.time_budget)]
     if args.gpu_peaks:
         load += ["--gpu-peaks", args.gpu_peaks]
     if args.workload:
         load += ["--workload", str(Path(args.workload).resolve())]
     for url in args.metrics_url or []:
         load += ["--metrics-url", url]
-    if args.prometheus_url:
-        load += ["--prometheus-url", args.prometheus_url, "--prometheus-selector", args.prometheus_selector]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     if args.workers == 0:
         return subprocess.call([*common, *load], env=env)

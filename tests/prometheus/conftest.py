@@ -135,7 +135,7 @@ class SimUnderPrometheus:
         return [json.loads(x) for x in self.trace.read_text().splitlines() if x.strip()]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def sim_under_prometheus(
     prometheus_bin: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[SimUnderPrometheus]:

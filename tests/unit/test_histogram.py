@@ -51,6 +51,25 @@ def test_merge_equals_adding_everything(a: list[float], b: list[float]) -> None:
         assert merged.quantile(q) == hall.quantile(q)
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(st.floats(min_value=0, max_value=1e5), st.integers(1, 5)), max_size=100),
+    st.lists(st.floats(min_value=0, max_value=1e5), max_size=20),
+)
+def test_add_pairs_equals_adding_one_by_one(pairs: list[tuple[float, int]], before: list[float]) -> None:
+    one, many = LogHistogram(), LogHistogram()
+    for v in before:  # on top of what a histogram already holds
+        one.add(v)
+        many.add(v)
+    for v, n in pairs:
+        one.add(v, n)
+    many.add_pairs(pairs)
+    assert many.to_dict() == one.to_dict()
+    assert (many.min, many.max) == (one.min, one.max)
+    with pytest.raises(ValueError):
+        many.add_pairs([(1.0, 1), (float("nan"), 1)])
+
+
 def test_weighted_add_and_zero_values() -> None:
     h = LogHistogram()
     h.add(0.0, 3)

@@ -70,6 +70,13 @@ def test_logprobs_give_tokens_per_chunk() -> None:
     assert s.content_tokens == [2]
 
 
+def test_python_json_extras_still_parse() -> None:
+    # Python's json writes -Infinity for a -inf logprob; the fast parser refuses it, the fallback reads it.
+    s = StreamState(chat=False)
+    s.on_event(cmpl("ab", logprobs={"tokens": ["a", "b"], "token_logprobs": [float("-inf"), 0]}), 1.0)
+    assert s.content_tokens == [2]
+
+
 @pytest.mark.parametrize(
     "payload",
     [

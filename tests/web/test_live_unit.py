@@ -252,27 +252,6 @@ def test_steps_get_the_verdicts_of_summary_json_once_settled(tmp_path: Path) -> 
     assert rows[1]["output_tokens_per_s"] == pytest.approx(200 / 8)
 
 
-def test_step_completions_read_in_chunks_and_wait_for_unknown_windows(tmp_path: Path) -> None:
-    from tokenload.loadgen.phases import StepWindow
-    from tokenload.web.completions import StepCompletions
-
-    path = tmp_path / "requests.jsonl"
-    _write(path, *[(105.0 + i * 0.1, 1) for i in range(20)], (130.0, 1000))
-    comp = StepCompletions(chunk_bytes=100)  # lines are longer than a chunk
-    windows = [StepWindow(0, 2, None, start=100.0, measure_start=102.0)]
-    for _ in range(100):
-        comp.update(path, windows)
-        if comp.caught_up:
-            break
-    assert comp.caught_up and comp.totals == {}  # the open window's end is unknown: all wait
-    windows[0].end = 110.0
-    comp.update(path, windows)
-    assert comp.totals == {0: [20, 140, 20]}  # the one ending at 130 still waits for a next window
-    windows.append(StepWindow(1, 4, None, start=125.0, measure_start=127.0, end=129.0))
-    comp.update(path, windows)
-    assert comp.totals == {0: [20, 140, 20]} and comp._pending == [(130.0, 7, 1000)]
-
-
 def test_a_failing_summary_leaves_the_step_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ctx = _step_ctx(tmp_path)
     ctx.steps.begin(0, 2, None, 100.0)

@@ -6,6 +6,12 @@ whatever arrived to the HTTP parser (geventhttpclient's llhttp binding, which al
 chunked transfer framing) and then to the SSE decoder; its timestamp is taken right after
 ``recv`` returns, before any parsing. Connections come from geventhttpclient's connection pool
 and are kept alive between requests.
+
+Time-outs are not socket time-outs: gevent arms a ``Timeout`` on every ``recv`` that has one,
+about a tenth of the client's CPU at a few hundred streams. One watchdog greenlet per process
+(:class:`_Watchdog`) checks every stream's deadline (TTFT, then stall) a few times a second and
+shuts down the socket of one that passed it; the read then ends as ``ttft_timeout`` or
+``stall_timeout``.
 """
 
 from __future__ import annotations
@@ -13,10 +19,10 @@ from __future__ import annotations
 import socket
 import time
 import weakref
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+import gevent
 from geventhttpclient.connectionpool import ConnectionPool, SSLConnectionPool
 from geventhttpclient.response import HTTPResponse
 
@@ -28,6 +34,8 @@ __all__ = ["StreamOutcome", "StreamTarget", "Timeouts"]
 
 _RECV_BYTES = 65536
 _MAX_ERROR_BODY = 64 * 1024
+#: How often the watchdog looks at the deadlines: a time-out fires up to this much late.
+WATCHDOG_TICK_S = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +81,52 @@ class _Response(HTTPResponse):
 
     def _on_body(self, buf: bytearray) -> None:
         self.body_parts.append(bytes(buf))
+
+
+class _Deadline:
+    """One stream's read deadline (perf_counter seconds), watched by :class:`_Watchdog`."""
+
+    __slots__ = ("at", "expired", "sock")
+
+    def __init__(self, sock: socket.socket, at: float) -> None:
+        self.sock, self.at, self.expired = sock, at, False
+
+
+class _Watchdog:
+    """Ends the reads that passed their deadline, for every stream of the process."""
+
+    def __init__(self, tick_s: float = WATCHDOG_TICK_S) -> None:
+        self.tick_s = tick_s
+        self.active: set[_Deadline] = set()
+        self._greenlet: gevent.Greenlet | None = None
+
+    def watch(self, d: _Deadline) -> None:
+        self.active.add(d)
+        if self._greenlet is None:
+            self._greenlet = gevent.spawn(self._run)
+
+    def forget(self, d: _Deadline) -> None:
+        self.active.discard(d)
+
+    def _run(self) -> None:
+        try:
+            idle = 0
+            while idle < 100:  # gone after ~5 s without a stream; the next one starts it again
+                gevent.sleep(self.tick_s)
+                idle = 0 if self.active else idle + 1
+                now = time.perf_counter()
+                for d in [d for d in self.active if d.at <= now]:
+                    self.active.discard(d)
+                    d.expired = True
+                    try:
+                        d.sock.shutdown(socket.SHUT_RDWR)  # the blocked recv returns b""
+                    except OSError:
+                        pass
+        finally:
+            self._greenlet = None
+
+
+_WATCHDOG = _Watchdog()
 
 
 class StreamTarget:
@@ -146,15 +200,10 @@ class StreamTarget:
             else:
                 self._pool.release_socket(sock)
 
-    def stream(
-        self,
-        path: str,
-        body: bytes,
-        state: StreamState,
-        clock: Callable[[], float] = time.perf_counter,
-    ) -> StreamOutcome:
+    def stream(self, path: str, body: bytes, state: StreamState) -> StreamOutcome:
         """POST ``body`` to ``path`` and read the event stream into ``state``. Never raises for
         a failed request: the failure class and every timing gathered so far are in the result."""
+        clock = time.perf_counter
         out = StreamOutcome(t_start=clock(), wall_start=time.time(), state=state)
         request = self._request_bytes("POST", path, body)
         for attempt in (1, 2):
@@ -167,7 +216,7 @@ class StreamTarget:
             reused = sock in self._used
             reusable = False
             try:
-                reusable = self._exchange(sock, request, out, clock)
+                reusable = self._exchange(sock, request, out)
             finally:
                 if reusable:
                     self._used.add(sock)
@@ -184,24 +233,27 @@ class StreamTarget:
             break
         return out
 
-    def _exchange(self, sock: socket.socket, request: bytes, out: StreamOutcome, clock) -> bool:
+    def _exchange(self, sock: socket.socket, request: bytes, out: StreamOutcome) -> bool:
+        clock = time.perf_counter
         state = out.state
+        content_times = state.content_times
         resp = _Response()
         decoder = SSEDecoder()
         timeouts = self.timeouts
-        ttft_deadline = out.t_start + timeouts.ttft_s
+        stall_s = timeouts.stall_s
         error_body: list[bytes] = []
+        deadline = _Deadline(sock, out.t_start + timeouts.ttft_s)
         try:
             sock.settimeout(timeouts.connect_s)
             sock.sendall(request)
+            sock.settimeout(None)  # reads are bounded by the watchdog
+            _WATCHDOG.watch(deadline)
             while True:
-                if state.content_times:
-                    sock.settimeout(timeouts.stall_s)
-                else:
-                    sock.settimeout(max(ttft_deadline - clock(), 0.001))
                 data = sock.recv(_RECV_BYTES)
                 t = clock()
                 if not data:
+                    if deadline.expired:
+                        raise TimeoutError
                     return self._eof(out, resp, decoder, t)
                 out.response_bytes += len(data)
                 resp.feed(data)
@@ -226,20 +278,18 @@ class StreamTarget:
                         state.on_event(event.data, t)
                     self._judge(out)
                     return resp.should_keep_alive()
-        except TimeoutError:
-            out.t_end = clock()
-            if out.http_status is None and not out.response_bytes and not state.content_times:
-                # Nothing at all came back: the server did not even start the response in time.
-                out.failure_class = "ttft_timeout"
-            else:
-                out.failure_class = "stall_timeout" if state.content_times else "ttft_timeout"
-            out.detail = f"no data for {timeouts.stall_s if state.content_times else timeouts.ttft_s:g} s"
+                if content_times:  # content started: the deadline is now a stall's
+                    deadline.at = t + stall_s
         except (SSEDecodeError, MalformedChunk) as exc:
             out.t_end = clock()
             out.failure_class, out.detail = "malformed_stream", str(exc)
-        except OSError as exc:
+        except OSError as exc:  # TimeoutError included: the send's, or the watchdog's
             out.t_end = clock()
-            if out.http_status is None:
+            if isinstance(exc, TimeoutError) or deadline.expired:
+                # Before any content it is the first token that did not come in time.
+                out.failure_class = "stall_timeout" if content_times else "ttft_timeout"
+                out.detail = f"no data for {stall_s if content_times else timeouts.ttft_s:g} s"
+            elif out.http_status is None:
                 out.failure_class, out.detail = "connect_error", _exc_text(exc)
             else:
                 out.failure_class, out.detail = "truncated", _exc_text(exc)
@@ -250,6 +300,8 @@ class StreamTarget:
             else:
                 out.failure_class = "malformed_stream"
             out.detail = _exc_text(exc)
+        finally:
+            _WATCHDOG.forget(deadline)
         return False
 
     def _eof(self, out: StreamOutcome, resp: _Response, decoder: SSEDecoder, t: float) -> bool:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
+
 __all__ = ["MalformedChunk", "StreamState", "build_request_body"]
 
 _DONE = "[DONE]"
@@ -67,9 +69,12 @@ class StreamState:
             self.done = True
             return
         try:
-            obj = json.loads(data)
+            obj = orjson.loads(data)
         except ValueError:
-            raise MalformedChunk(f"chunk is not JSON: {data[:80]!r}") from None
+            try:  # what orjson refuses and Python's json reads: NaN, Infinity, huge integers
+                obj = json.loads(data)
+            except ValueError:
+                raise MalformedChunk(f"chunk is not JSON: {data[:80]!r}") from None
         if not isinstance(obj, dict):
             raise MalformedChunk(f"chunk is not a JSON object: {data[:80]!r}")
         choices = obj.get("choices")

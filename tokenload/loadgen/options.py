@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -37,14 +38,25 @@ def length_spec(option: str):
     return parse
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {value}")
-    return value
+def _number(cast: Callable[[str], Any], ok: Callable[[Any], bool], expected: str) -> Callable[[str], Any]:
+    """An argparse type: ``cast`` the text, then check it (``ok``), or say what was ``expected``."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = cast(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+
+    return parse
+
+
+_positive_float = _number(float, lambda v: v > 0, "a positive number of seconds")
+_fraction = _number(float, lambda v: 0 <= v <= 1, "a share from 0 to 1")
+_factor = _number(float, lambda v: v > 1, "a factor > 1")
+_count = _number(int, lambda v: v >= 1, "a positive integer")
 
 
 def add_arguments(parser: Any) -> None:
@@ -201,36 +213,6 @@ def _length_list(text: str, option: str) -> None:
             length_spec(option)(item)
         except argparse.ArgumentTypeError as exc:
             raise ValueError(f"{option}: {item!r}: {exc}") from None
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"expected a share between 0 and 1, got {text!r}")
-    return value
-
-
-def _factor(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not value > 1:
-        raise argparse.ArgumentTypeError(f"expected a factor > 1, got {text!r}")
-    return value
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
 
 
 def add_step_arguments(parser: Any) -> None:

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tokenload.metrics.aggregate import LLMStats
+from tokenload.metrics.histogram import LogHistogram
 
 __all__ = ["PHASE_MESSAGE", "StepTracker", "StepWindow"]
 
@@ -85,7 +86,7 @@ class StepTracker:
             self.note_completion(rec, now=float("inf"))
 
     # -- statistics -----------------------------------------------------------------------------
-    def record(self, rec: dict[str, Any], itl_ms: list[tuple[float, int]]) -> None:
+    def record(self, rec: dict[str, Any], itl_ms: list[tuple[float, int]] | LogHistogram) -> None:
         if rec.get("phase") == "measure" and rec.get("step") is not None:
             self.stats.setdefault(rec["step"], LLMStats()).record(rec, itl_ms)
 

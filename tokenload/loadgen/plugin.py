@@ -33,7 +33,7 @@ from tokenload.loadgen.pacing import Pacer
 from tokenload.loadgen.phases import PHASE_MESSAGE, StepTracker
 from tokenload.loadgen.steps import Step
 from tokenload.loadgen.workers import watch as watch_processes
-from tokenload.metrics.aggregate import LLMStats
+from tokenload.metrics.aggregate import LLMStats, itl_histogram
 from tokenload.metrics.definitions import FORMULAS
 from tokenload.metrics.table import format_text, stats_rows, to_csv
 from tokenload.results.records_file import RecordsFile
@@ -421,7 +421,7 @@ def _on_request(context: dict[str, Any] | None = None, **_kw: Any) -> None:
     # Local runners and workers both see the request where it was made.
     environment = item[2]
     ctx = context_of(environment)
-    record, itl = item[0], item[1]
+    record, itl = item[0], itl_histogram(item[1])  # binned once, merged into each histogram
     ctx.stats.record(record, itl)
     ctx.steps.record(record, itl)
     if not ctx.is_worker:

@@ -37,68 +37,66 @@ class Step:
         return {"prompt_tokens": self.prompt_tokens} if self.prompt_tokens is not None else {}
 
 
-def parse_concurrency_list(text: str, option: str = "--concurrency") -> list[int]:
-    """``1,2,4,8`` or a geometric series ``1:64:x2`` (start:stop:xfactor)."""
+@dataclass(frozen=True, slots=True)
+class _Series:
+    """What one kind of step list holds, for its parsing and its messages."""
+
+    cast: type  # int or float
+    example: str  # a list and a geometric series, as the message shows them
+    items: str  # what each value must be
+    bounds: str  # the geometric series' condition
+
+
+_CONCURRENCY = _Series(int, "1,2,4,8 or 1:64:x2", "positive integers", "1 <= start <= stop")
+_RATE = _Series(
+    float, "0.5,1,2 or start:stop:xfactor like 1:16:x2 (requests per second)", "positive request rates",
+    "0 < start <= stop",
+)  # fmt: skip
+
+
+def _parse_series(text: str, option: str, kind: _Series) -> list:
+    """``a,b,c`` or a geometric series ``start:stop:xfactor`` (factor 2 when left out)."""
     text = text.strip()
     if not text:
-        raise StepSpecError(f"{option}: expected a list like 1,2,4,8 or 1:64:x2, got an empty value")
+        raise StepSpecError(f"{option}: expected a list like {kind.example}, got an empty value")
+    integral = kind.cast is int
     if ":" in text:
         parts = text.split(":")
         try:
-            start, stop = int(parts[0]), int(parts[1])
+            start, stop = kind.cast(parts[0]), kind.cast(parts[1])
             factor = float(parts[2].lstrip("x")) if len(parts) > 2 else 2.0
         except (ValueError, IndexError):
-            raise StepSpecError(f"{option}: expected start:stop:xfactor like 1:64:x2, got {text!r}") from None
-        if start < 1 or stop < start or factor <= 1:
-            raise StepSpecError(f"{option}: expected 1 <= start <= stop and a factor > 1, got {text!r}")
-        values, v = [], float(start)
-        while round(v) <= stop:
-            if not values or round(v) != values[-1]:
-                values.append(round(v))
+            raise StepSpecError(f"{option}: expected a list like {kind.example}, got {text!r}") from None
+        if not (0 < start <= stop < 1e7) or factor <= 1:
+            raise StepSpecError(f"{option}: expected {kind.bounds} and a factor > 1, got {text!r}")
+        values: list = []
+        v = float(start)
+        while (round(v) if integral else v) <= stop * (1 + 1e-9):
+            x = round(v) if integral else round(v, 6)
+            if not values or x != values[-1]:
+                values.append(x)
             v *= factor
         return values
     values = []
     for item in text.split(","):
         try:
-            n = int(item)
+            x = kind.cast(item)
         except ValueError:
-            raise StepSpecError(f"{option}: expected positive integers, got {item.strip()!r}") from None
-        if n < 1:
-            raise StepSpecError(f"{option}: expected positive integers, got {n}")
-        values.append(n)
+            raise StepSpecError(f"{option}: expected {kind.items}, got {item.strip()!r}") from None
+        if not 0 < x < 1e7:
+            raise StepSpecError(f"{option}: expected {kind.items}, got {x:g}")
+        values.append(x)
     return values
+
+
+def parse_concurrency_list(text: str, option: str = "--concurrency") -> list[int]:
+    """``1,2,4,8`` or a geometric series ``1:64:x2`` (start:stop:xfactor)."""
+    return _parse_series(text, option, _CONCURRENCY)
 
 
 def parse_rate_list(text: str, option: str = "--rate") -> list[float]:
     """``0.5,1,2`` requests/s or a geometric series ``1:16:x2`` (start:stop:xfactor)."""
-    text = text.strip()
-    form = "a list like 0.5,1,2 or start:stop:xfactor like 1:16:x2 (requests per second)"
-    if not text:
-        raise StepSpecError(f"{option}: expected {form}, got an empty value")
-    if ":" in text:
-        parts = text.split(":")
-        try:
-            start, stop = float(parts[0]), float(parts[1])
-            factor = float(parts[2].lstrip("x")) if len(parts) > 2 else 2.0
-        except (ValueError, IndexError):
-            raise StepSpecError(f"{option}: expected {form}, got {text!r}") from None
-        if not (0 < start <= stop) or factor <= 1 or not stop < 1e7:
-            raise StepSpecError(f"{option}: expected 0 < start <= stop and a factor > 1, got {text!r}")
-        values, v = [], start
-        while v <= stop * (1 + 1e-9):
-            values.append(round(v, 6))
-            v *= factor
-        return values
-    values = []
-    for item in text.split(","):
-        try:
-            r = float(item)
-        except ValueError:
-            raise StepSpecError(f"{option}: expected positive request rates, got {item.strip()!r}") from None
-        if not 0 < r < 1e7:
-            raise StepSpecError(f"{option}: expected positive request rates (requests/s), got {r:g}")
-        values.append(r)
-    return values
+    return _parse_series(text, option, _RATE)
 
 
 def rate_staircase(

@@ -10,11 +10,18 @@ from typing import Any
 
 from tokenload.metrics.histogram import LogHistogram
 
-__all__ = ["AGGREGATE", "LATENCY_METRICS", "LLMStats", "NameStats"]
+__all__ = ["AGGREGATE", "LATENCY_METRICS", "LLMStats", "NameStats", "itl_histogram"]
 
 #: The latency metrics kept as histograms, in milliseconds (defined in metrics.definitions).
 LATENCY_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 AGGREGATE = "Aggregated"
+
+
+def itl_histogram(itl_ms: list[tuple[float, int]]) -> LogHistogram:
+    """One request's inter-token latencies (``(ms, tokens)`` pairs), binned."""
+    h = LogHistogram()
+    h.add_pairs(itl_ms)
+    return h
 
 
 class NameStats:
@@ -88,8 +95,11 @@ class LLMStats:
             ns = self.by_name[name] = NameStats()
         return ns, self.total
 
-    def record(self, rec: dict[str, Any], itl_ms: list[tuple[float, int]]) -> None:
-        """Count one request record (see :mod:`tokenload.metrics.records`)."""
+    def record(self, rec: dict[str, Any], itl_ms: list[tuple[float, int]] | LogHistogram) -> None:
+        """Count one request record (see :mod:`tokenload.metrics.records`). Its inter-token
+        latencies come as ``(ms, tokens)`` pairs or already binned (:func:`itl_histogram`: a
+        request's ITL is binned once, then merged into every histogram that counts it)."""
+        itl = itl_ms if isinstance(itl_ms, LogHistogram) else itl_histogram(itl_ms)
         for ns in self._targets(rec["name"]):
             fc = rec["failure_class"]
             if fc is None:
@@ -111,9 +121,7 @@ class LLMStats:
                     v = rec[m]
                     if v is not None:
                         ns.hist[m].add(v)
-                h = ns.hist["itl_ms"]
-                for v, k in itl_ms:
-                    h.add(v, k)
+                ns.hist["itl_ms"].merge(itl)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -11,6 +11,7 @@ percentiles.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 __all__ = ["DEFAULT_RELATIVE_ERROR", "LogHistogram"]
@@ -57,6 +58,28 @@ class LogHistogram:
         idx = math.ceil(math.log(value) * self._inv_log_gamma)
         b = self.buckets
         b[idx] = b.get(idx, 0) + n
+
+    def add_pairs(self, pairs: Iterable[tuple[float, int]]) -> None:
+        """``add(v, n)`` for each ``(v, n)``: a request's inter-token latencies, in one call (the
+        same arithmetic as :meth:`add`, with the attribute lookups hoisted out of the loop)."""
+        b = self.buckets
+        inv, log, ceil = self._inv_log_gamma, math.log, math.ceil
+        count, total, zero, lo, hi = self.count, self.sum, self.zero_count, self.min, self.max
+        for v, n in pairs:
+            if v != v or v < 0:
+                raise ValueError(f"histogram values must be >= 0, got {v}")
+            count += n
+            total += v * n
+            if v < lo:
+                lo = v
+            if v > hi:
+                hi = v
+            if v <= _MIN_TRACKED:
+                zero += n
+                continue
+            i = ceil(log(v) * inv)
+            b[i] = b.get(i, 0) + n
+        self.count, self.sum, self.zero_count, self.min, self.max = count, total, zero, lo, hi
 
     def merge(self, other: LogHistogram) -> None:
         if other.relative_error != self.relative_error:

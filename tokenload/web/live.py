@@ -17,10 +17,11 @@ counter restart counted from zero. A failed tick is a gap.
 
 Steps (from ``ctx.steps``): the client's figures of each step's measured part, and for a step
 that ended (and whose last reports have arrived, ``SETTLE_S``) the step of ``summary.json`` with
-its verdict (``tokenload.analysis.diagnosis``), its throughputs from :class:`StepCompletions`.
+its verdict (``tokenload.analysis.diagnosis``), its throughputs from the run's per-step tally of
+ended requests (``ctx.steps.done``), as ``summary.json`` takes them.
 
 Cost: the sampler copies two histograms' buckets per second; the server's points are read once;
-requests.jsonl is read (incrementally) only once someone has asked for the page.
+requests.jsonl is never read.
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ from typing import Any
 import gevent
 
 from tokenload.metrics.histogram import LogHistogram
-from tokenload.web.completions import StepCompletions
 
 __all__ = ["CLIENT_FIELDS", "SERVER_FIELDS", "LiveSeries"]
 
@@ -69,8 +69,6 @@ _COUNTERS = ("preemptions", "generation_tokens")
 #: A finished step's verdict is computed once its last requests have surely been reported
 #: (a worker reports every 3 s; a local runner flushes its records every second).
 SETTLE_S = 4.0
-#: Per sample, at most this many chunks of requests.jsonl (see completions.CHUNK_BYTES).
-_CATCH_UP_CHUNKS = 32
 
 
 @dataclass(slots=True)
@@ -164,19 +162,6 @@ class _Ring:
         return {f: c[start:] for f, c in self.cols.items()}
 
 
-class _WithoutRecords:
-    """The run context as ``build_summary`` reads it, without requests.jsonl (which it would read
-    whole, stalling the event loop of a long run; :class:`StepCompletions` reads it instead)."""
-
-    records = None
-
-    def __init__(self, ctx: Any) -> None:
-        self._ctx = ctx
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._ctx, name)
-
-
 class LiveSeries:
     """Samples a :class:`~tokenload.loadgen.plugin.RunContext` every ``interval_s`` seconds."""
 
@@ -203,9 +188,6 @@ class LiveSeries:
         self._was_active = False
         self._greenlet: gevent.Greenlet | None = None
         self._warned = False
-        #: Set by the first request for the JSON: only then are the records read.
-        self.watched = False
-        self.completions = StepCompletions()
         self._verdict_key: tuple[Any, ...] | None = None
         self._verdict_steps: dict[int, dict[str, Any]] = {}
         self._verdict_error: str | None = None
@@ -243,20 +225,12 @@ class LiveSeries:
         return state in ("spawning", "running", "stopping", "cleanup")
 
     def tick(self, now: float) -> None:
-        """One sample: the client's side while a test runs (and once after), the server's always,
-        and, once the page has been asked for and there are steps, the step completions."""
+        """One sample: the client's side while a test runs (and once after), the server's always."""
         active = self._active()
         if active or self._was_active:
             self.sample_client(now)
         self._was_active = active
         self.sample_server()
-        if self.watched and self.ctx.steps.windows:
-            records = getattr(self.ctx, "records", None)
-            for _ in range(_CATCH_UP_CHUNKS):  # a backlog is read in small bites, yielding between
-                self.completions.update(getattr(records, "path", None), self.ctx.steps.windows)
-                if self.completions.caught_up:
-                    break
-                gevent.sleep(0)
 
     # -- the client's side ---------------------------------------------------------------------
     def sample_client(self, now: float) -> None:
@@ -449,19 +423,16 @@ class LiveSeries:
 
     def _verdicts(self, now: float) -> dict[int, dict[str, Any]]:
         """The settled steps as in ``summary.json`` (with their verdicts), recomputed only when
-        something they depend on changed. Their throughputs come from :class:`StepCompletions`,
-        which reads requests.jsonl a little at a time; ``build_summary`` runs without it."""
+        something they depend on changed (their throughputs: ``ctx.steps.done``, tallied as the records
+        arrive)."""
         tracker = self.ctx.steps
         settled = [w for w in tracker.windows if w.end is not None and now - w.end >= SETTLE_S]
-        if not settled or not self.completions.caught_up:
-            return self._verdict_steps
-        if getattr(getattr(self.ctx, "records", None), "path", None) is None:
-            self._verdict_error = "no requests.jsonl to take the steps' throughput from"
+        if not settled:
             return self._verdict_steps
         key = tuple(
             (
                 w.index,
-                tuple(self.completions.totals.get(w.index, ())),
+                tuple(sorted(tracker.done.get(w.index, {}).items())),
                 s.total.requests if (s := tracker.stats.get(w.index)) is not None else 0,
             )
             for w in settled
@@ -473,15 +444,9 @@ class LiveSeries:
             from tokenload.analysis.diagnosis import diagnose_steps
             from tokenload.results.summary import build_summary
 
-            summary = build_summary(_WithoutRecords(self.ctx), self.ctx.rows())
+            summary = build_summary(self.ctx, self.ctx.rows())
             done = {w.index for w in settled}
             steps = [s for s in summary["steps"] if s["index"] in done]
-            for s in steps:
-                n, tok_in, tok_out = self.completions.totals.get(s["index"], (0, 0, 0))
-                span = s["measured_s"]
-                s["requests_per_s"] = n / span
-                s["input_tokens_per_s"] = tok_in / span
-                s["output_tokens_per_s"] = tok_out / span
             for s, verdict in zip(steps, diagnose_steps(steps, peaks=self.ctx.config.gpu_peaks), strict=True):
                 s["verdict"] = verdict
             self._verdict_steps = {s["index"]: s for s in steps}
@@ -496,7 +461,6 @@ class LiveSeries:
         self, client_since: float | None = None, server_since: float | None = None, now: float | None = None
     ) -> dict[str, Any]:
         now = time.time() if now is None else now
-        self.watched = True
         steps = self.steps(now)
         return {
             "version": 1,
