@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint format bench clean browser prometheus vllm-cpu
+.PHONY: demo test lint format bench bench-peers clean browser prometheus vllm-cpu
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -69,6 +69,13 @@ bench: $(STAMP)
 	$(BIN)/python bench/client_overhead.py
 	$(BIN)/python bench/sim_capacity.py
 	$(BIN)/python bench/scrape_cost.py
+
+# Side-by-side peer benchmarks (issue #9): tokenload, a bare Locust client, guidellm, aiperf and
+# inference-perf against the mock's ground truth. Each peer gets its own venv under
+# bench/peers/.venvs (plain venv + pip, reused); prints JSON and rewrites the Peers section of
+# bench/RESULTS.md. Not part of `make test`; about 10 minutes on 2 cores, plus installs.
+bench-peers: $(STAMP)
+	$(BIN)/python bench/peers/run.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

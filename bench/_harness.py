@@ -35,6 +35,39 @@ def rounded(v: float | None, nd: int = 3) -> float | None:
     return None if v is None else round(v, nd)
 
 
+RESULTS = ROOT / "bench" / "RESULTS.md"
+
+
+def write_results_section(name: str, body: str) -> None:
+    """Replace (or append) the section of bench/RESULTS.md between ``<!-- name:begin -->`` and
+    ``<!-- name:end -->``: each bench script owns one section and leaves the others alone."""
+    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    md = f"{begin}\n{body.strip()}\n{end}"
+    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        text = head + md + rest.split(end, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + md + "\n"
+    RESULTS.write_text(text)
+
+
+def machine() -> str:
+    """One line: cores, CPU model, Python, date."""
+    import datetime
+    import platform
+
+    model = next(
+        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+         if line.startswith("model name")),
+        platform.processor() or "unknown CPU",
+    )  # fmt: skip
+    return (
+        f"{os.cpu_count()} cores ({model}), Python {platform.python_version()}, "
+        f"{datetime.date.today().isoformat()}"
+    )
+
+
 def start_target(args: list[str]) -> ServerProcess:
     """A target process (``-m tokenload.mock ...`` or ``-m tokenload.sim ...``) pinned to SERVER_CPU."""
     srv = ServerProcess(args)
@@ -44,12 +77,20 @@ def start_target(args: list[str]) -> ServerProcess:
     return srv
 
 
-def start_locust(host: str, run_dir: Path, users: int, run_time: str, *args: str) -> subprocess.Popen:
-    """A headless Locust process pinned to CLIENT_CPU."""
+def start_locust(
+    host: str, run_dir: Path, users: int, run_time: str, *args: str, headless: bool = True
+) -> subprocess.Popen:
+    """A Locust process pinned to CLIENT_CPU: headless without a server scrape, or (``headless=
+    False``) with the web UI started at once (pass ``--web-port`` and ``--metrics-url`` in args)."""
+    mode = (
+        ["--headless", "--only-summary", "--no-server-metrics"]
+        if headless
+        else ["--autostart", "--autoquit", "0", "--web-host", "127.0.0.1"]
+    )
     cmd = [
-        str(BIN / "locust"), "-f", str(ROOT / "locustfiles/completions.py"), "--host", host, "--headless",
-        "--only-summary", "-u", str(users), "-r", str(max(users, 1)), "-t", run_time, "--stop-timeout", "60",
-        "--run-dir", str(run_dir), "--loglevel", "WARNING", "--no-server-metrics", *args,
+        str(BIN / "locust"), "-f", str(ROOT / "locustfiles/completions.py"), "--host", host, *mode,
+        "-u", str(users), "-r", str(max(users, 1)), "-t", run_time, "--stop-timeout", "60",
+        "--run-dir", str(run_dir), "--loglevel", "WARNING", *args,
     ]  # fmt: skip
     return subprocess.Popen(
         cmd,

@@ -4,7 +4,8 @@ Both are one Locust process pinned to one core; the mock server (the other core)
 really wrote each chunk (``--trace``), joined per request on the response id (CLOCK_MONOTONIC is
 shared by processes on one host). Prints one JSON object with, per client:
 
-* ``accuracy`` at 64 and 256 concurrent streams (mock: TTFT 50 ms, a token every 10 ms, 128
+* ``accuracy`` at 64 and 256 concurrent streams (tokenload also with its web UI, LLM tab and
+  scraper running: ``tokenload_everything_on``) (mock: TTFT 50 ms, a token every 10 ms, 128
   tokens): TTFT error and per-request ITL-median error against the server's writes, p50 and p99;
 * ``throughput``: streamed tokens/s the client takes in against an as-fast-as-possible mock
   (512 tokens a stream), and its CPU-ms per 1,000 tokens, counted at the server.
@@ -28,7 +29,19 @@ import time
 from pathlib import Path
 
 import psutil
-from _harness import BIN, CLIENT_CPU, CPUS, ROOT, SERVER_CPU, get_json, pct, rounded, start_target
+from _harness import (
+    BIN,
+    CLIENT_CPU,
+    CPUS,
+    ROOT,
+    SERVER_CPU,
+    get_json,
+    machine,
+    pct,
+    rounded,
+    start_target,
+    write_results_section,
+)
 from client_overhead import accuracy as tokenload_accuracy
 from client_overhead import throughput as tokenload_throughput
 
@@ -119,17 +132,59 @@ def main() -> None:
         result: dict = {"machine": {"cpus": len(CPUS), "client_cpu": CLIENT_CPU, "server_cpu": SERVER_CPU}}
         for users in (64, 256):
             tl_acc = tokenload_accuracy(users, acc_time, tmp)
+            tl_all = tokenload_accuracy(users, acc_time, tmp, everything_on=True)
             bare_acc = bare_accuracy(users, acc_time, tmp)
             tl_tp = tokenload_throughput(users, window, tmp)
             bare_tp = bare_throughput(users, window, tmp)
             result[f"streams_{users}"] = {
                 "tokenload": {"accuracy": tl_acc, "throughput": tl_tp},
+                # the same with the web UI's LLM tab polled, the scraper and the records writer on
+                "tokenload_everything_on": {"accuracy": tl_all},
                 "bare_locust": {"accuracy": bare_acc, "throughput": bare_tp},
                 "tokens_per_s_ratio": round(tl_tp["tokens_per_s"] / bare_tp["tokens_per_s"], 3)
                 if bare_tp["tokens_per_s"]
                 else None,
             }
     print(json.dumps(result, indent=2))
+    if not args.quick:
+        write_results_section("client", results_markdown(result))
+
+
+def results_markdown(result: dict) -> str:
+    """The table of bench/RESULTS.md's "Client" section, against issue #10's targets."""
+    rows = []
+    for users in (64, 256):
+        r = result[f"streams_{users}"]
+        for who, label in (("tokenload", "tokenload"), ("bare_locust", "bare Locust FastHttpUser")):
+            a, t = r[who]["accuracy"], r[who]["throughput"]
+            ttft, cpu = a["ttft_error_ms"], t["client_cpu_ms_per_1000_tokens"]
+            rows.append(
+                f"| {label} | {users} | {ttft['p50']} / {ttft['p99']} | {a['itl_p50_error_ms']['p50']} | "
+                f"{t['tokens_per_s']:,} | {cpu} |"
+            )
+        a = r["tokenload_everything_on"]["accuracy"]
+        rows.append(
+            f"| tokenload, web UI + LLM tab + scraper on | {users} | {a['ttft_error_ms']['p50']} / "
+            f"{a['ttft_error_ms']['p99']} | {a['itl_p50_error_ms']['p50']} | | |"
+        )
+        rows.append(f"| tokenload / bare tokens/s | {users} | | | {r['tokens_per_s_ratio']} | |")
+    return "\n".join(
+        [
+            "## Client accuracy and cost (issue #10)",
+            "",
+            "`.venv/bin/python bench/client_accuracy.py` on " + machine() + ": the mock on one core",
+            "(TTFT 50 ms, a token every 10 ms, 128 tokens; `--trace` of its own writes as the truth),",
+            "the client pinned to the other. Throughput: against an as-fast-as-possible mock (512 tokens",
+            "a stream); the mock's core is then the limit, so CPU-ms per 1,000 tokens is the client's cost.",
+            "Targets: TTFT error <= 1 ms p50 / 2 ms p99, ITL <= 0.5 ms p50, >= 0.8 of the bare client's",
+            "tokens/s, <= 25 CPU-ms per 1,000 tokens.",
+            "",
+            "| client | streams | TTFT error p50 / p99 (ms) | ITL error p50 (ms) | tokens/s "
+            "| CPU-ms / 1,000 tokens |",
+            "|---|---|---|---|---|---|",
+            *rows,
+        ]
+    )
 
 
 if __name__ == "__main__":

@@ -31,10 +31,9 @@ def _mock(args: list[str], trace: Path):
     return start_target(["-m", "tokenload.mock", "--port", "0", "--trace", str(trace), *args])
 
 
-def _locust(host: str, run_dir: Path, users: int, run_time: str, output_tokens: int):
-    return start_locust(
-        host, run_dir, users, run_time, "--output-tokens", str(output_tokens), "--prompt-tokens", "32"
-    )
+def _locust(host: str, run_dir: Path, users: int, run_time: str, output_tokens: int, *extra: str, **kw):
+    lengths = ("--output-tokens", str(output_tokens), "--prompt-tokens", "32")
+    return start_locust(host, run_dir, users, run_time, *lengths, *extra, **kw)
 
 
 def _mock_stats(url: str) -> dict:
@@ -77,21 +76,41 @@ def throughput(users: int, seconds: float, tmp: Path) -> dict:
     }
 
 
-def accuracy(users: int, seconds: float, tmp: Path) -> dict:
-    trace = tmp / f"acc{users}_trace.jsonl"
-    run_dir = tmp / f"acc{users}_run"
+def accuracy(users: int, seconds: float, tmp: Path, everything_on: bool = False) -> dict:
+    """TTFT/ITL error against the mock's writes. ``everything_on``: the web UI runs with its LLM
+    tab polled every second (as an open page does) and the scraper reads an emulator's /metrics
+    every second (the emulator on the mock's core), besides the records writer."""
+    tag = f"{users}{'_all' if everything_on else ''}"
+    trace = tmp / f"acc{tag}_trace.jsonl"
+    run_dir = tmp / f"acc{tag}_run"
     srv = _mock(["--ttft-ms", "50", "--itl-ms", "10", "--tokens", "128"], trace)
+    sim = start_target(["-m", "tokenload.sim", "--port", "0"]) if everything_on else None
+    page = None
     try:
-        proc = _locust(srv.url, run_dir, users, f"{int(seconds)}s", 128)
+        if sim is not None:
+            port = _free_port()
+            page = f"http://127.0.0.1:{port}/tokenload/api/series"
+            extra = ("--web-port", str(port), "--metrics-url", sim.url + "/metrics")
+            proc = _locust(srv.url, run_dir, users, f"{int(seconds)}s", 128, *extra, headless=False)
+        else:
+            proc = _locust(srv.url, run_dir, users, f"{int(seconds)}s", 128)
         ps = psutil.Process(proc.pid)
-        cpu_share = []
+        cpu_share, polls = [], 0
         while proc.poll() is None:
             cpu_share.append(ps.cpu_percent(interval=0.5) / 100.0)
+            if page is not None:
+                try:
+                    get_json(page)
+                    polls += 1
+                except OSError:
+                    pass  # not up yet, or gone
     except psutil.NoSuchProcess:
         pass
     finally:
         proc.wait(timeout=120)
         srv.stop()
+        if sim is not None:
+            sim.stop()
     traces = {f"cmpl-mock{t['n']}": t for t in map(json.loads, trace.read_text().splitlines())}
     records = [json.loads(line) for line in (run_dir / "requests.jsonl").read_text().splitlines()]
     ok = [r for r in records if r["status"] == "ok" and r["response_id"] in traces]
@@ -110,7 +129,22 @@ def accuracy(users: int, seconds: float, tmp: Path) -> dict:
         "itl_p50_error_ms": {"p50": rounded(pct(itl_err, 0.5)), "p99": rounded(pct(itl_err, 0.99))},
         "end_error_ms": {"p50": rounded(pct(end_err, 0.5)), "p99": rounded(pct(end_err, 0.99))},
         "client_cpu_share_max": rounded(max(cpu_share[1:] or [0.0])),
+        **({"live_page_polls": polls, "scrapes": _scrapes(run_dir)} if everything_on else {}),
     }
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _scrapes(run_dir: Path) -> int | None:
+    """How many times the scraper read the emulator's /metrics (from the run's server series)."""
+    path = run_dir / "server_metrics.jsonl"
+    return sum(bool(json.loads(line).get("ok")) for line in path.open()) if path.exists() else None
 
 
 def main() -> None:

@@ -24,6 +24,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+from _harness import machine, write_results_section  # noqa: E402
 
 
 def _sweep(out: Path, args: list[str]) -> dict:
@@ -91,18 +94,46 @@ def main() -> None:
                 }
             )
     ratios = [r["load_time_ratio"] for r in runs]
-    print(
-        json.dumps(
-            {
-                "bench": "knee_search",
-                "config": vars(args),
-                "load_time_ratio_median": statistics.median(ratios),
-                "all_within_one_geometric_step": all(r["within_one_geometric_step"] for r in runs),
-                "target": "same knee within a factor of 2, load time ratio <= 0.5",
-                "runs": runs,
-            },
-            indent=2,
-        )
+    result = {
+        "bench": "knee_search",
+        "config": vars(args),
+        "load_time_ratio_median": statistics.median(ratios),
+        "all_within_one_geometric_step": all(r["within_one_geometric_step"] for r in runs),
+        "target": "same knee within a factor of 2, load time ratio <= 0.5",
+        "runs": runs,
+    }
+    print(json.dumps(result, indent=2))
+    write_results_section("knee", results_markdown(result, " ".join(sys.argv[1:])))
+
+
+def results_markdown(result: dict, argv: str) -> str:
+    """bench/RESULTS.md's "Knee search" section: one row per shape and repeat."""
+    rows = []
+    for i, r in enumerate(result["runs"]):
+        for shape in ("staircase", "knee"):
+            x = r[shape]
+            marks = ["*" if s["bottleneck"] not in ("none", None) else "" for s in x["steps"]]
+            loads = ", ".join(f"{s['concurrency']}{m}" for s, m in zip(x["steps"], marks, strict=True))
+            rows.append(
+                f"| {i + 1} | {shape} | {loads} | {x['last_unsaturated']} .. {x['saturated_at']} "
+                f"({x['bottleneck']}) | {x['load_time_s']} |"
+            )
+    return "\n".join(
+        [
+            "## Knee search against a full staircase (issue #5)",
+            "",
+            f"`python bench/knee_search.py {argv}`".replace(" `", "`") + f" on {machine()}:",
+            "two `tokenload sweep` runs on fresh built-in emulators (same profile and workload). Steps in",
+            "the order run; `*` = judged saturated. Target: the same knee within a factor of 2, at most",
+            "half the load time.",
+            "",
+            "| repeat | shape | steps (concurrency) | knee: last unsaturated .. saturated | load time (s) |",
+            "|---|---|---|---|---|",
+            *rows,
+            "",
+            f"Load time ratio (knee / staircase), median: **{result['load_time_ratio_median']}**; same knee",
+            f"within a factor of 2 in every repeat: **{result['all_within_one_geometric_step']}**.",
+        ]
     )
 
 
