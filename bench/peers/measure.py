@@ -10,30 +10,16 @@ import signal
 import statistics
 import subprocess
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
+from _harness import get_json as _get_json  # bench/ is on sys.path (run.py puts it there)
+from _harness import pct
+from _harness import rounded as _r
 
 __all__ = ["Rec", "Window", "accuracy_stats", "load_trace", "run_window", "stop_tree"]
-
-
-def _get_json(url: str) -> dict:
-    with urllib.request.urlopen(url, timeout=10) as r:
-        return json.load(r)
-
-
-def pct(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    s = sorted(values)
-    return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
-
-
-def _r(v: float | None, nd: int = 3) -> float | None:
-    return None if v is None else round(v, nd)
 
 
 def _tree(pid: int) -> list[psutil.Process]:
