@@ -93,8 +93,27 @@ def test_compute_vs_bandwidth_by_utilization_when_peaks_known() -> None:
     assert names([step(16, 400), s], peaks=peaks) == ["none", "memory_bandwidth"]
 
 
+def test_roofline_decides_below_the_old_bound_and_latency_growth_only_when_the_gpu_idles() -> None:
+    # TTFT grew more than TPOT (chunked prefill: prefills ride in the decode step), but the
+    # bandwidth is run far closer to its peak than the FLOPs: decode-bound.
+    peaks = {"flops_per_s": 1e15, "bytes_per_s": 2e12}
+    s = step(64, 500, ttft=600, tpot=30)
+    s["server"]["estimated_flops"] = {"increase": 10 * 0.2 * 1e15}
+    s["server"]["estimated_read_bytes"] = {"increase": 10 * 0.5 * 2e12}
+    assert names([step(16, 400), s], peaks=peaks) == ["none", "memory_bandwidth"]
+    s["server"]["estimated_read_bytes"] = {"increase": 10 * 0.1 * 2e12}  # both shares < 0.3
+    assert names([step(16, 400), s], peaks=peaks) == ["none", "compute"]
+
+
 def test_latency_growth_while_throughput_keeps_up_is_not_saturation() -> None:
     assert names([step(1, 100, ttft=20), step(4, 400, ttft=80)]) == ["none", "none"]
+
+
+def test_waiting_while_throughput_keeps_up_is_not_saturation() -> None:
+    # A burst's arrivals waiting a step for the token budget, throughput still 0.9 of the load's growth.
+    assert names([step(16, 400), step(64, 1480, wait=0.75)]) == ["none", "none"]
+    # The same queue once throughput falls behind the load (0.6 of its growth) is.
+    assert names([step(16, 400), step(64, 1120, wait=0.75)])[1] != "none"
 
 
 def test_client_and_errors_come_first() -> None:
@@ -124,7 +143,7 @@ SCENARIOS = [
     ("--profile h100-llama3.1-8b --max-num-seqs 4", "2,16", 20, 64, ["none", "scheduler_limit"]),
     ("--profile a40-qwen2.5-7b", "8,32,256", 160, 48, ["none", "none", "compute"]),
     ("--profile h200-llama3.1-70b-fp8 --enable-prefix-caching --max-num-seqs 512 --max-model-len 8192",
-     "16,64,256", "decode_bound.yaml", 256, ["none", "none", "memory_bandwidth"]),
+     "8,16,256", "decode_bound.yaml", 256, ["none", "none", "memory_bandwidth"]),
 ]  # fmt: skip
 
 

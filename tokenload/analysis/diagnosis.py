@@ -106,11 +106,13 @@ def _saturation(
             ev.append(
                 _ev(f"{m} p50", round(v, 2), f"{v / v0:.1f}x its unloaded {v0:.1f} > {th.latency_growth}x")
             )
-    if (_g(step, "server", "requests_waiting", "mean") or 0) > th.waiting_mean:
+    # Queueing alone (a burst of arrivals waiting a step or two for the token budget) likewise.
+    waiting = _g(step, "server", "requests_waiting", "mean") or 0
+    if waiting > th.waiting_mean and (eff is None or eff < th.scaling_with_latency):
         ev.append(
             _ev(
                 "requests_waiting mean",
-                round(_g(step, "server", "requests_waiting", "mean"), 2),
+                round(waiting, 2),
                 f"> {th.waiting_mean}",
             )
         )
@@ -199,7 +201,10 @@ def _which(
             ),
         ]
     # Compute or bandwidth: the server's own FLOP and byte estimates against the GPU's peaks
-    # decide when both are known; otherwise which latency grew more.
+    # decide when both are known, as a roofline does: the resource run closer to its peak binds.
+    # (Latency growth cannot tell them apart under chunked prefill: a new request's prefill rides
+    # in the running batch's step, so TTFT grows with the decode step as much as TPOT does.)
+    # Otherwise, or when the GPU is mostly idle, which latency grew more.
     span = step.get("measured_s") or 0
     flops = _g(step, "server", "estimated_flops", "increase")
     rbytes = _g(step, "server", "estimated_read_bytes", "increase")

@@ -31,8 +31,9 @@ class Thresholds:
     #: outside its queue and prefill, while running stays under this share of the users.
     frontend_share: float = 0.5
     frontend_running_share: float = 0.8
-    #: Achieved share of the GPU's peak FLOP/s or bandwidth that counts as the bound (when known).
-    utilization_bound: float = 0.6
+    #: With the GPU's peaks known: when the larger of the achieved FLOP/s and bandwidth shares of
+    #: peak reaches this, the larger one is the bound (below it, the latency growth decides).
+    utilization_bound: float = 0.3
 
     @classmethod
     def with_overrides(cls, overrides: dict[str, float]) -> Thresholds:

@@ -4,8 +4,10 @@ Locust's ``FastResponse.iter_content`` reads fixed-size blocks and waits until a
 full, which delays every token (by ~240 ms on a slow stream). Here each ``recv`` hands
 whatever arrived to the HTTP parser (geventhttpclient's llhttp binding, which also removes the
 chunked transfer framing) and then to the SSE decoder; its timestamp is taken right after
-``recv`` returns, before any parsing. Connections come from geventhttpclient's connection pool
-and are kept alive between requests.
+``recv`` returns, before any parsing, and moved back to when the bytes reached the host where
+the kernel stamps them (:mod:`tokenload.rxstamp`: plain HTTP on Linux), so a client that was
+busy or asleep when they came still dates them exactly. Connections come from
+geventhttpclient's connection pool and are kept alive between requests.
 
 Time-outs are not socket time-outs: gevent arms a ``Timeout`` on every ``recv`` that has one,
 about a tenth of the client's CPU at a few hundred streams. One watchdog greenlet per process
@@ -26,6 +28,7 @@ import gevent
 from geventhttpclient.connectionpool import ConnectionPool, SSLConnectionPool
 from geventhttpclient.response import HTTPResponse
 
+from tokenload import rxstamp
 from tokenload.client.openai_stream import MalformedChunk, StreamState
 from tokenload.client.sse import SSEDecodeError, SSEDecoder
 from tokenload.metrics.failures import classify_http_status
@@ -65,6 +68,7 @@ class StreamOutcome:
 class _NoDelayPool(ConnectionPool):
     def after_connect(self, sock: socket.socket) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        rxstamp.enable(sock)
 
 
 class _NoDelaySSLPool(SSLConnectionPool):
@@ -156,6 +160,8 @@ class StreamTarget:
             )
         else:
             self._pool = _NoDelayPool(parts.hostname, port, parts.hostname, port, **kw)
+        #: Reads dated by the kernel's receive stamps (TLS sockets have no ``recvmsg``).
+        self._stamped = rxstamp.AVAILABLE and parts.scheme == "http"
         self.timeouts = timeouts
         #: Sockets that already carried a response (kept alive) and went back to the pool.
         self._used: weakref.WeakSet[socket.socket] = weakref.WeakSet()
@@ -243,14 +249,19 @@ class StreamTarget:
         stall_s = timeouts.stall_s
         error_body: list[bytes] = []
         deadline = _Deadline(sock, out.t_start + timeouts.ttft_s)
+        stamped = self._stamped
+        recv_stamped = rxstamp.recv
         try:
             sock.settimeout(timeouts.connect_s)
             sock.sendall(request)
             sock.settimeout(None)  # reads are bounded by the watchdog
             _WATCHDOG.watch(deadline)
             while True:
-                data = sock.recv(_RECV_BYTES)
-                t = clock()
+                if stamped:
+                    data, t = recv_stamped(sock, _RECV_BYTES)
+                else:
+                    data = sock.recv(_RECV_BYTES)
+                    t = clock()
                 if not data:
                     if deadline.expired:
                         raise TimeoutError

@@ -21,6 +21,8 @@ from typing import Any
 
 from gevent.server import StreamServer
 
+from tokenload import rxstamp
+
 __all__ = ["Connection", "HTTPServer", "Request"]
 
 log = logging.getLogger("tokenload.serving")
@@ -36,7 +38,9 @@ class Request:
     query: str
     headers: dict[str, str]
     body: bytes
-    arrival_s: float  # perf_counter when the whole request had been read
+    #: perf_counter time the request's last bytes reached the host (the kernel's receive stamp,
+    #: see :mod:`tokenload.rxstamp`; the read's time where there is none).
+    arrival_s: float
 
     def json(self) -> Any:
         return json.loads(self.body)
@@ -161,11 +165,12 @@ class HTTPServer:
 
     def _handle(self, sock: socket.socket, _addr: Any) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        stamped = rxstamp.enable(sock)
         conn = Connection(sock)
         buf = b""
         try:
             while conn._keep_alive:
-                req, buf = _read_request(sock, buf)
+                req, buf = _read_request(sock, buf, stamped)
                 if req is None:
                     return
                 if req.headers.get("connection", "").lower() == "close":
@@ -189,11 +194,12 @@ class HTTPServer:
                 pass
 
 
-def _read_request(sock: socket.socket, buf: bytes) -> tuple[Request | None, bytes]:
+def _read_request(sock: socket.socket, buf: bytes, stamped: bool = False) -> tuple[Request | None, bytes]:
+    t = time.perf_counter()  # the request was already buffered: no read to date it by
     while b"\r\n\r\n" not in buf:
         if len(buf) > _MAX_HEADER_BYTES:
             raise ValueError("header too large")
-        data = sock.recv(65536)
+        data, t = _recv(sock, 65536, stamped)
         if not data:
             return None, b""
         buf += data
@@ -208,13 +214,19 @@ def _read_request(sock: socket.socket, buf: bytes) -> tuple[Request | None, byte
     if length > _MAX_BODY_BYTES:
         raise ValueError("body too large")
     while len(rest) < length:
-        data = sock.recv(max(65536, length - len(rest)))
+        data, t = _recv(sock, max(65536, length - len(rest)), stamped)
         if not data:
             return None, b""
         rest += data
     path, _, query = target.partition("?")
-    req = Request(method, path, query, headers, rest[:length], time.perf_counter())
+    req = Request(method, path, query, headers, rest[:length], t)
     return req, rest[length:]
+
+
+def _recv(sock: socket.socket, n: int, stamped: bool) -> tuple[bytes, float]:
+    if stamped:
+        return rxstamp.recv(sock, n)
+    return sock.recv(n), time.perf_counter()
 
 
 def _not_found(req: Request, conn: Connection) -> None:

@@ -251,6 +251,7 @@ class SimAPI:
                 self.loop.submit(
                     sub,
                     sink,
+                    arrival_s=req.arrival_s,
                     prompt_token_ids=ids,
                     max_tokens=max_tokens if max_tokens is not None else max_len - len(ids),
                     min_tokens=min_tokens,

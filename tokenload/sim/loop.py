@@ -59,9 +59,11 @@ class EngineLoop:
         if self._greenlet is not None:
             self._greenlet.kill()
 
-    def submit(self, request_id: str, sink: OutputSink, **kw: Any) -> None:
-        """Add a request; its outputs go to ``sink.on_output(out, due_s)``."""
-        self.engine.add_request(request_id, arrival_time_s=time.perf_counter(), **kw)
+    def submit(self, request_id: str, sink: OutputSink, arrival_s: float | None = None, **kw: Any) -> None:
+        """Add a request that reached the server at ``arrival_s`` (perf_counter; default now);
+        its outputs go to ``sink.on_output(out, due_s)``."""
+        arrival = time.perf_counter() if arrival_s is None else arrival_s
+        self.engine.add_request(request_id, arrival_time_s=arrival, **kw)
         self._sinks[request_id] = sink
         self._wake.set()
 
