@@ -7,40 +7,59 @@ engine's step model says the token exists and the moment its write starts. Print
 lateness p50/p99 (target: p99 < 2 ms at 256 streams, < 5 ms at 1,000, on one core) and the
 emulator's CPU share over a steady window.
 
-Run: ``.venv/bin/python bench/sim_capacity.py [--quick]``.
+``--compare DIR`` runs the emulator from another checkout's ``tokenload`` package (only the
+server: Locust always runs this tree's) next to this one, alternating, level by level, so two
+versions are judged under the same machine load; ``--repeat N`` runs every level N times and
+reports each run and the medians.
+
+Run: ``.venv/bin/python bench/sim_capacity.py [--quick] [--compare DIR] [--repeat N]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
 import tempfile
 import time
 from pathlib import Path
 
 import psutil
-from _harness import CLIENT_CPU, CPUS, SERVER_CPU, get_json, rounded, start_locust, start_target
+from _harness import CLIENT_CPU, CPUS, ROOT, SERVER_CPU, get_json, rounded, start_locust, start_target
 
 
-def level(streams: int, seconds: float, tmp: Path) -> dict:
-    srv = start_target(
-        [
-            "-m",
-            "tokenload.sim",
-            "--port",
-            "0",
-            "--profile",
-            "h100-llama3.1-8b",
-            "--max-num-seqs",
-            "1024",
-            "--max-model-len",
-            "4096",
-        ]
-    )
+def level(streams: int, seconds: float, tmp: Path, sim_root: Path = ROOT) -> dict:
+    # Only the emulator child sees this tree: ``-m`` puts the working directory first on
+    # sys.path, so the child starts from inside it.
+    saved, cwd = os.environ.get("PYTHONPATH"), os.getcwd()
+    os.environ["PYTHONPATH"] = str(sim_root)
+    os.chdir(sim_root)
+    try:
+        srv = start_target(
+            [
+                "-m",
+                "tokenload.sim",
+                "--port",
+                "0",
+                "--profile",
+                "h100-llama3.1-8b",
+                "--max-num-seqs",
+                "1024",
+                "--max-model-len",
+                "4096",
+            ]
+        )
+    finally:
+        os.chdir(cwd)
+        if saved is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = saved
     try:
         proc = start_locust(
             srv.url,
-            tmp / f"run{streams}",
+            tmp / f"run{streams}-{time.monotonic_ns()}",
             streams,
             f"{int(seconds + 8)}s",
             "--prompt-tokens",
@@ -74,17 +93,53 @@ def level(streams: int, seconds: float, tmp: Path) -> dict:
     }
 
 
+def medians(runs: list[dict]) -> dict:
+    def med(get) -> float | None:
+        vals = [v for v in map(get, runs) if v is not None]
+        return rounded(statistics.median(vals)) if vals else None
+
+    return {
+        "streams": runs[0]["streams"],
+        "runs": len(runs),
+        "token_lateness_ms": {
+            q: med(lambda r, q=q: r["token_lateness_ms"][q]) for q in ("p50", "p99", "max")
+        },
+        "emulator_cpu_share": med(lambda r: r["emulator_cpu_share"]),
+        "tokens_sent_in_window": med(lambda r: r["tokens_sent_in_window"]),
+    }
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--levels", default="64,256,1000", help="comma-separated stream counts")
+    p.add_argument("--repeat", type=int, default=1, help="runs per level (and per version)")
+    p.add_argument("--compare", type=Path, help="a directory holding another version's tokenload package")
     args = p.parse_args()
     seconds = 4.0 if args.quick else 10.0
+    levels = [int(x) for x in args.levels.split(",")]
+    versions = {"this": ROOT} | ({"compare": args.compare.resolve()} if args.compare else {})
+    runs: dict[str, dict[int, list[dict]]] = {v: {n: [] for n in levels} for v in versions}
     with tempfile.TemporaryDirectory(prefix="tokenload-bench-") as d:
-        result = {
-            "machine": {"cpus": len(CPUS), "client_cpu": CLIENT_CPU, "server_cpu": SERVER_CPU},
-            "note": "lateness and CPU over the steady window, after every stream has started",
-            "levels": [level(n, seconds, Path(d)) for n in (64, 256, 1000)],
-        }
+        for rep in range(args.repeat):
+            for n in levels:
+                # Alternate which version goes first, so a drift in machine load favours neither.
+                order = list(versions) if rep % 2 == 0 else list(reversed(versions))
+                for v in order:
+                    runs[v][n].append(level(n, seconds, Path(d), versions[v]))
+    result: dict = {
+        "machine": {"cpus": len(CPUS), "client_cpu": CLIENT_CPU, "server_cpu": SERVER_CPU},
+        "note": "lateness and CPU over the steady window, after every stream has started",
+    }
+    for v, root in versions.items():
+        key = "levels" if v == "this" else "compare_levels"
+        if args.repeat == 1:
+            result[key] = [runs[v][n][0] for n in levels]
+        else:
+            result[key] = [medians(runs[v][n]) for n in levels]
+            result[key + "_runs"] = [runs[v][n] for n in levels]
+        if v == "compare":
+            result["compare_root"] = str(root)
     print(json.dumps(result, indent=2))
 
 

@@ -109,6 +109,21 @@ class Connection:
             self._keep_alive = False
             raise ClientGone(str(exc)) from None
 
+    def sender(self) -> Callable[[bytes], int]:
+        """The bare ``send`` of the OS socket under gevent's wrapper, for writers that must never
+        wait and write often (the emulator's engine loop: a token per stream per step). It never
+        blocks: it returns the bytes the socket took, raises BlockingIOError when it took none,
+        and another OSError once the client is gone (then call ``mark_gone``)."""
+        raw = getattr(self.sock, "_sock", None)  # gevent's socket wraps a non-blocking one
+        if raw is None:
+            self.sock.settimeout(0.0)
+            return self.sock.send
+        return raw.send
+
+    def mark_gone(self) -> None:
+        """A write failed: the client is gone and the connection is not reused."""
+        self._keep_alive = False
+
     def set_blocking(self, blocking: bool) -> None:
         self.sock.settimeout(None if blocking else 0.0)
 

@@ -21,7 +21,7 @@ from tokenload.serving.http import ClientGone, Connection, HTTPServer, Request
 from tokenload.sim import tokenizer
 from tokenload.sim.engine import SimEngine
 from tokenload.sim.faults import FaultPlan
-from tokenload.sim.loop import EngineLoop
+from tokenload.sim.loop import EngineLoop, Write
 
 __all__ = ["VLLM_API_VERSION", "SimAPI"]
 
@@ -265,6 +265,7 @@ class SimAPI:
 
 #: JSON string literals of every one-character text: most streamed tokens are one of these.
 _JSON_TEXT = {chr(c): json.dumps(chr(c)) for c in range(128)} | {"": '""'}
+_JSON_TEXT_BYTES = {text: literal.encode() for text, literal in _JSON_TEXT.items()}
 
 
 class _Sink:
@@ -348,6 +349,16 @@ class _StreamSink(_Sink):
         self.closing_abort = False  # a malformed-chunk fault: close the socket once it is out
         self.ended_cleanly = False
         self.fault_at = self.api.faults.cfg.fault_after_tokens
+        # One prompt: at most one write per step, which the engine loop may make itself.
+        self.single = len(self.sub_ids) == 1
+        self.send: Any = None
+        # A mid-stream chunk of a one-prompt stream without continuous usage, framed, is
+        # ``plain_pre + <JSON text> + plain_post``: built with one bytes format per token.
+        pre, post = (self.choice_fmt % (0, "\0", "null") + "}\n\n").split("\0")
+        self.plain = self.single and not self.continuous
+        self.plain_pre = (self.head + pre).encode()
+        self.plain_post = post.encode() + b"\r\n"
+        self.plain_len = len(self.plain_pre) + len(post)
 
     def begin(self) -> None:
         conn = self.conn
@@ -360,6 +371,7 @@ class _StreamSink(_Sink):
                 )
                 conn.chunk((self.head + role).encode())
         conn.set_blocking(False)
+        self.send = conn.sender()
 
     def _chunk(self, i: int, text: str, finish: str | None) -> bytes:
         encoded = _JSON_TEXT.get(text)
@@ -388,19 +400,49 @@ class _StreamSink(_Sink):
         return parts + Connection.frame(b"data: [DONE]\n\n") + b"0\r\n\r\n"
 
     # -- in the engine loop's greenlet: never blocks --------------------------------------------
-    def prepare(self, out: Any) -> tuple[int, Any, bytes] | None:
+    def prepare(self, out: Any) -> Write | None:
         if self.closed:
             return None
         i = self.index[out.request_id]
-        self.sent[i] = out.num_output_tokens
-        return (
-            i,
-            out,
-            Connection.frame(self._chunk(i, out.new_text, out.finish_reason if out.finished else None)),
-        )
+        k = self.sent[i] = out.num_output_tokens
+        if (
+            self.single
+            and not out.finished
+            and not (self.backlog or self.writing or self.stalled_until)
+            and not (self.fault and k >= self.fault_at)
+        ):
+            # The common token: nothing to do but write it, which the loop does in its tight
+            # loop. Nothing that could change this (a backlog, a stall, a fault) happens
+            # outside the loop's own writes, and this is the request's only one this step.
+            if self.plain:
+                text = _JSON_TEXT_BYTES.get(out.new_text)
+                if text is None:
+                    text = json.dumps(out.new_text).encode()
+                framed = b"%x\r\n%b%b%b" % (self.plain_len + len(text), self.plain_pre, text, self.plain_post)
+            else:
+                framed = Connection.frame(self._chunk(i, out.new_text, None))
+            return (self.send, framed, self)
+        framed = Connection.frame(self._chunk(i, out.new_text, out.finish_reason if out.finished else None))
+        return (None, (i, out, framed), self)
 
-    def deliver(self, item: tuple[int, Any, bytes] | None, due: float) -> None:
-        if item is None or self.closed:
+    def written(self, sent_s: float) -> None:
+        if self.first_sent[0] is None:
+            self.first_sent[0] = sent_s
+        self.last_sent[0] = sent_s
+
+    def short_write(self, data: bytes, result: int | OSError, sent_s: float, due_s: float) -> None:
+        if isinstance(result, BlockingIOError):
+            result = 0
+        if isinstance(result, OSError):
+            self.conn.mark_gone()
+            self.closed = True
+            self.wake.set()
+        else:
+            self._queue_rest(data, result, sent_s, due_s)
+        self.written(sent_s)
+
+    def deliver(self, item: tuple[int, Any, bytes], due: float) -> None:
+        if self.closed:
             return
         i, out, framed = item
         if self.fault and self.sent[i] >= self.fault_at:
@@ -433,6 +475,11 @@ class _StreamSink(_Sink):
             self.closed = True
             self.wake.set()
             return t
+        self._queue_rest(framed, n, t, due)
+        return t
+
+    def _queue_rest(self, framed: bytes, n: int, t: float, due: float | None) -> None:
+        """``n`` bytes of ``framed`` went out at ``t``: the rest waits for this request's greenlet."""
         if due is not None and n:
             self.api.loop.note_sent(due, t)
         if n < len(framed):
@@ -440,7 +487,6 @@ class _StreamSink(_Sink):
             if due is not None and not n:
                 self.backlog_dues.append(due)
             self.wake.set()
-        return t
 
     def _inject(self, out: Any) -> None:
         fault, conn = self.fault, self.conn
@@ -511,8 +557,8 @@ class _CollectSink(_Sink):
         self.texts: list[list[str]] = [[] for _ in self.sub_ids]
         self.finish: list[str | None] = [None] * len(self.sub_ids)
 
-    def prepare(self, out: Any) -> Any:
-        return out
+    def prepare(self, out: Any) -> Write:
+        return (None, out, self)
 
     def deliver(self, out: Any, due: float) -> None:
         i = self.index[out.request_id]

@@ -173,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     # Thousands of live requests make the cyclic GC's full collections take tens of ms, which
-    # would land on token send times; collect young objects only, less often.
+    # would land on token send times; collect young objects only, less often (and, while
+    # requests run, only where the engine loop has time to spare: loop._collect).
     gc.collect()
     gc.freeze()
     gc.set_threshold(20_000, 50, 1_000)
