@@ -177,7 +177,8 @@ def results_markdown(result: dict) -> str:
             "the client pinned to the other. Throughput: against an as-fast-as-possible mock (512 tokens",
             "a stream); the mock's core is then the limit, so CPU-ms per 1,000 tokens is the client's cost.",
             "Targets: TTFT error <= 1 ms p50 / 2 ms p99, ITL <= 0.5 ms p50, >= 0.8 of the bare client's",
-            "tokens/s, <= 25 CPU-ms per 1,000 tokens.",
+            "tokens/s, <= 25 CPU-ms per 1,000 tokens. tokenload dates received bytes by the kernel's",
+            "receive stamp (SO_TIMESTAMPNS, `tokenload/rxstamp.py`), the bare client by its read.",
             "",
             "| client | streams | TTFT error p50 / p99 (ms) | ITL error p50 (ms) | tokens/s "
             "| CPU-ms / 1,000 tokens |",
