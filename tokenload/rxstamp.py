@@ -52,11 +52,14 @@ def enable(sock: socket.socket) -> bool:
     return True
 
 
-def recv(sock: socket.socket, n: int) -> tuple[bytes, float]:
+def recv(sock: socket.socket, n: int, stamped: bool = True) -> tuple[bytes, float]:
     """``sock.recv(n)`` and the ``perf_counter`` time its last bytes reached the host.
 
-    ``sock`` must have been :func:`enable`-d (a plain socket: TLS sockets have no ``recvmsg``).
+    With ``stamped``, ``sock`` must be a plain socket (TLS sockets have no ``recvmsg``) on a
+    platform where :data:`AVAILABLE`, :func:`enable`-d; otherwise the read's own time is returned.
     """
+    if not stamped:
+        return sock.recv(n), time.perf_counter()
     data, ancillary, _flags, _addr = sock.recvmsg(n, _CMSG_SPACE)
     now = time.perf_counter()
     if not ancillary:

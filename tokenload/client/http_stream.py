@@ -250,18 +250,14 @@ class StreamTarget:
         error_body: list[bytes] = []
         deadline = _Deadline(sock, out.t_start + timeouts.ttft_s)
         stamped = self._stamped
-        recv_stamped = rxstamp.recv
+        recv = rxstamp.recv
         try:
             sock.settimeout(timeouts.connect_s)
             sock.sendall(request)
             sock.settimeout(None)  # reads are bounded by the watchdog
             _WATCHDOG.watch(deadline)
             while True:
-                if stamped:
-                    data, t = recv_stamped(sock, _RECV_BYTES)
-                else:
-                    data = sock.recv(_RECV_BYTES)
-                    t = clock()
+                data, t = recv(sock, _RECV_BYTES, stamped)
                 if not data:
                     if deadline.expired:
                         raise TimeoutError

@@ -214,7 +214,7 @@ def _read_request(sock: socket.socket, buf: bytes, stamped: bool = False) -> tup
     while b"\r\n\r\n" not in buf:
         if len(buf) > _MAX_HEADER_BYTES:
             raise ValueError("header too large")
-        data, t = _recv(sock, 65536, stamped)
+        data, t = rxstamp.recv(sock, 65536, stamped)
         if not data:
             return None, b""
         buf += data
@@ -229,19 +229,13 @@ def _read_request(sock: socket.socket, buf: bytes, stamped: bool = False) -> tup
     if length > _MAX_BODY_BYTES:
         raise ValueError("body too large")
     while len(rest) < length:
-        data, t = _recv(sock, max(65536, length - len(rest)), stamped)
+        data, t = rxstamp.recv(sock, max(65536, length - len(rest)), stamped)
         if not data:
             return None, b""
         rest += data
     path, _, query = target.partition("?")
     req = Request(method, path, query, headers, rest[:length], t)
     return req, rest[length:]
-
-
-def _recv(sock: socket.socket, n: int, stamped: bool) -> tuple[bytes, float]:
-    if stamped:
-        return rxstamp.recv(sock, n)
-    return sock.recv(n), time.perf_counter()
 
 
 def _not_found(req: Request, conn: Connection) -> None:

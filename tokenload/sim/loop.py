@@ -118,15 +118,14 @@ class EngineLoop:
         # land on token send times or stretch the engine's clock.
         gc_enabled = gc.isenabled()
         try:
-            self._steps()
+            self._steps(gc_enabled)
         finally:
             if gc_enabled:
                 gc.enable()
 
-    def _steps(self) -> None:
+    def _steps(self, gc_enabled: bool) -> None:
         engine = self.engine
         clock = time.perf_counter
-        gc_enabled = gc.isenabled()
         prev_due = None
         while True:
             now = clock()
