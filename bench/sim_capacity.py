@@ -7,12 +7,17 @@ engine's step model says the token exists and the moment its write starts. Print
 lateness p50/p99 (target: p99 < 2 ms at 256 streams, < 5 ms at 1,000, on one core) and the
 emulator's CPU share over a steady window.
 
+Next to each level runs ``bench/send_floor.py`` (``floor``): a bare sender making the same writes
+(one per stream at each step's end, the step period the emulator had), measured the same way.
+It is the floor of this machine: the kernel's loopback send path and the host's stalls make any
+single-core server this late, so the emulator's own cost is its lateness above the floor.
+
 ``--compare DIR`` runs the emulator from another checkout's ``tokenload`` package (only the
 server: Locust always runs this tree's) next to this one, alternating, level by level, so two
 versions are judged under the same machine load; ``--repeat N`` runs every level N times and
 reports each run and the medians.
 
-Run: ``.venv/bin/python bench/sim_capacity.py [--quick] [--compare DIR] [--repeat N]``.
+Run: ``.venv/bin/python bench/sim_capacity.py [--quick] [--compare DIR] [--repeat N] [--no-floor]``.
 """
 
 from __future__ import annotations
@@ -21,12 +26,25 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import psutil
-from _harness import CLIENT_CPU, CPUS, ROOT, SERVER_CPU, get_json, rounded, start_locust, start_target
+from _harness import (
+    CLIENT_CPU,
+    CPUS,
+    ROOT,
+    SERVER_CPU,
+    get_json,
+    machine,
+    rounded,
+    start_locust,
+    start_target,
+    write_results_section,
+)
 
 
 def level(streams: int, seconds: float, tmp: Path, sim_root: Path = ROOT) -> dict:
@@ -69,7 +87,7 @@ def level(streams: int, seconds: float, tmp: Path, sim_root: Path = ROOT) -> dic
         )
         sim = psutil.Process(srv.proc.pid)
         time.sleep(5.0)  # spawn every user and let the first prefills pass
-        get_json(srv.url + "/sim/stats?reset=1")  # lateness from here on: the steady window
+        stats0 = get_json(srv.url + "/sim/stats?reset=1")  # lateness from here on
         c0, t0 = sim.cpu_times(), time.perf_counter()
         time.sleep(seconds)
         c1, t1 = sim.cpu_times(), time.perf_counter()
@@ -82,6 +100,7 @@ def level(streams: int, seconds: float, tmp: Path, sim_root: Path = ROOT) -> dic
     return {
         "streams": streams,
         "tokens_sent_in_window": late["count"],
+        "tokens_per_s": round(late["count"] / (t1 - t0)),
         "running_at_end_of_window": stats["running"],
         "token_lateness_ms": {
             "p50": rounded(late["p50"]),
@@ -90,23 +109,88 @@ def level(streams: int, seconds: float, tmp: Path, sim_root: Path = ROOT) -> dic
         },
         "emulator_cpu_share": round(cpu / (t1 - t0), 3),
         "engine_steps": stats["steps"],
+        "step_ms": rounded((t1 - t0) * 1000.0 / max(1, stats["steps"] - stats0["steps"])),
+        # Real time over modelled step time (a --compare tree may predate the figure).
+        "model_pace": rounded((t1 - t0) / (stats["model_s"] - stats0["model_s"]))
+        if "model_s" in stats and stats["model_s"] > stats0["model_s"]
+        else None,
     }
+
+
+def floor(streams: int, seconds: float, step_ms: float) -> dict:
+    """``bench/send_floor.py`` at this level: bare sends, same streams and step period."""
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "bench/send_floor.py"), "--streams", str(streams),
+         "--seconds", str(seconds), "--step-ms", str(step_ms)],
+        capture_output=True, text=True, timeout=seconds + 120, check=True,
+    )  # fmt: skip
+    return json.loads(out.stdout)
+
+
+_FIELDS = (
+    ("token_lateness_ms", "p50"),
+    ("token_lateness_ms", "p99"),
+    ("token_lateness_ms", "max"),
+    ("emulator_cpu_share",),
+    ("tokens_sent_in_window",),
+    ("tokens_per_s",),
+    ("step_ms",),
+    ("model_pace",),
+    ("floor", "lateness_ms", "p50"),
+    ("floor", "lateness_ms", "p99"),
+    ("floor", "lateness_ms", "max"),
+)
 
 
 def medians(runs: list[dict]) -> dict:
-    def med(get) -> float | None:
-        vals = [v for v in map(get, runs) if v is not None]
-        return rounded(statistics.median(vals)) if vals else None
+    """The median of every figure over the runs, in the runs' own shape."""
 
-    return {
-        "streams": runs[0]["streams"],
-        "runs": len(runs),
-        "token_lateness_ms": {
-            q: med(lambda r, q=q: r["token_lateness_ms"][q]) for q in ("p50", "p99", "max")
-        },
-        "emulator_cpu_share": med(lambda r: r["emulator_cpu_share"]),
-        "tokens_sent_in_window": med(lambda r: r["tokens_sent_in_window"]),
-    }
+    def get(run: dict, path: tuple[str, ...]) -> float | None:
+        for key in path:
+            if not isinstance(run, dict) or key not in run:
+                return None
+            run = run[key]
+        return run  # type: ignore[return-value]
+
+    out: dict = {"streams": runs[0]["streams"], "runs": len(runs)}
+    for path in _FIELDS:
+        vals = [v for v in (get(r, path) for r in runs) if v is not None]
+        if not vals:
+            continue
+        node = out
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = rounded(statistics.median(vals))
+    return out
+
+
+def results_markdown(result: dict, argv: str) -> str:
+    """bench/RESULTS.md's "Emulator capacity" section, against issue #3's targets."""
+    rows = []
+    for key, who in (("levels", "this tree"), ("compare_levels", "compare")):
+        for r in result.get(key, []):
+            late, fl = r["token_lateness_ms"], r.get("floor", {}).get("lateness_ms", {})
+            pace = r.get("model_pace")
+            rows.append(
+                f"| {who} | {r['streams']:,} | {late['p50']} / {late['p99']} | "
+                + (f"{fl['p50']} / {fl['p99']}" if fl else "")
+                + f" | {r.get('step_ms')} | {'' if pace is None else pace} | "
+                f"{r['emulator_cpu_share']} | {round(r['tokens_per_s']):,} |"
+            )
+    return (
+        "## Emulator capacity (issue #3)\n\n"
+        f"`.venv/bin/python bench/sim_capacity.py {argv}` on {machine()}: the emulator (H100 /\n"
+        "Llama-3.1-8B, max_num_seqs 1024) on one core, a headless Locust (256 output tokens a\n"
+        "stream) on the other; medians of the runs. Lateness: each token's write start against the\n"
+        "end of the engine step that made it. Floor: `bench/send_floor.py`, a bare sender making the\n"
+        "same writes (one per stream every step, same period) measured the same way: what this\n"
+        "machine's kernel and host make any single-core server. Model pace: real time over modelled\n"
+        "step time while the engine is busy (1.0: the emulator never stretches the GPU's timeline).\n"
+        "Targets: lateness p99 < 2 ms at 256 streams, < 5 ms at 1,000.\n\n"
+        "| emulator | streams | lateness p50 / p99 (ms) | floor p50 / p99 (ms) | step period (ms) "
+        "| model pace | emulator CPU (cores) | tokens/s |\n"
+        "|---|---|---|---|---|---|---|---|\n" + "\n".join(rows)
+    )
 
 
 def main() -> None:
@@ -115,6 +199,13 @@ def main() -> None:
     p.add_argument("--levels", default="64,256,1000", help="comma-separated stream counts")
     p.add_argument("--repeat", type=int, default=1, help="runs per level (and per version)")
     p.add_argument("--compare", type=Path, help="a directory holding another version's tokenload package")
+    p.add_argument("--no-floor", action="store_true", help="skip the bare-send floor next to each level")
+    p.add_argument(
+        "--write-results",
+        choices=("auto", "yes", "no"),
+        default="auto",
+        help="update bench/RESULTS.md (auto: unless --quick)",
+    )
     args = p.parse_args()
     seconds = 4.0 if args.quick else 10.0
     levels = [int(x) for x in args.levels.split(",")]
@@ -126,10 +217,16 @@ def main() -> None:
                 # Alternate which version goes first, so a drift in machine load favours neither.
                 order = list(versions) if rep % 2 == 0 else list(reversed(versions))
                 for v in order:
-                    runs[v][n].append(level(n, seconds, Path(d), versions[v]))
+                    run = level(n, seconds, Path(d), versions[v])
+                    if v == "this" and not args.no_floor:
+                        run["floor"] = floor(n, seconds, run["step_ms"])
+                    runs[v][n].append(run)
     result: dict = {
         "machine": {"cpus": len(CPUS), "client_cpu": CLIENT_CPU, "server_cpu": SERVER_CPU},
-        "note": "lateness and CPU over the steady window, after every stream has started",
+        "note": (
+            "lateness and CPU over the steady window, after every stream has started; floor: "
+            "bench/send_floor.py's bare sends at the same streams and step period, run next to it"
+        ),
     }
     for v, root in versions.items():
         key = "levels" if v == "this" else "compare_levels"
@@ -141,6 +238,8 @@ def main() -> None:
         if v == "compare":
             result["compare_root"] = str(root)
     print(json.dumps(result, indent=2))
+    if args.write_results == "yes" or (args.write_results == "auto" and not args.quick):
+        write_results_section("sim", results_markdown(result, " ".join(sys.argv[1:])))
 
 
 if __name__ == "__main__":

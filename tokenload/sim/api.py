@@ -115,6 +115,8 @@ class SimAPI:
         body = {
             "requests_seen": self.requests_seen,
             "steps": self.loop.steps,
+            "model_s": self.loop.model_s,
+            "clock_restarts": self.loop.clock_restarts,
             "running": self.engine.num_running,
             "waiting": self.engine.num_waiting,
             "kv_cache_usage_ratio": self.engine.kv_cache_usage_ratio,

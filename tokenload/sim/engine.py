@@ -3,7 +3,8 @@
 The driver owns the clock. It calls ``schedule(now_s)`` to get the next step and its duration
 from the cost model, waits that long (``gevent.sleep`` for a server, nothing in virtual time),
 then calls ``complete(plan, now_s)`` to get each request's new tokens. Requests may be added or
-aborted at any time, including while a step is in flight; they take effect at the next step.
+aborted at any time, including while a step is in flight; they take effect at the next step
+that starts after their arrival.
 """
 
 from __future__ import annotations
@@ -229,6 +230,18 @@ class SimEngine:
         """Whether any request is waiting or running."""
         return bool(self.scheduler.running or self.scheduler.waiting)
 
+    def next_start(self, after_s: float | None) -> float | None:
+        """When, in model time, the next step can start if the last one ended at ``after_s``
+        (None: there was none): then if a request is running or one that had arrived by then is
+        waiting, else when the first waiting request arrived; None if nothing waits."""
+        sched = self.scheduler
+        if after_s is not None and sched.running:
+            return after_s
+        if not sched.waiting:
+            return None
+        first = sched.waiting[0].times.arrival_s
+        return first if after_s is None or first > after_s else after_s
+
     @property
     def num_running(self) -> int:
         return len(self.scheduler.running)
@@ -332,11 +345,15 @@ class SimEngine:
     # --- the step loop -----------------------------------------------------------------------
 
     def schedule(self, now_s: float) -> StepPlan | None:
-        """Plan the next step starting at ``now_s``; None when nothing can run."""
+        """Plan the next step starting at ``now_s``, from the requests that had arrived by then;
+        None when nothing can run."""
         if self._inflight is not None:
             raise RuntimeError("schedule() called while a step is in flight; call complete() first")
-        result = self.scheduler.schedule()
-        self._new_arrivals.clear()
+        result = self.scheduler.schedule(now_s)
+        if self._new_arrivals:
+            # What arrived after the step's start is still unseen (it waits for the next step).
+            reqs = self._requests
+            self._new_arrivals = {r for r in self._new_arrivals if reqs[r].times.arrival_s > now_s}
         c = self.counters
         self.waiting_cause = result.waiting_cause if self.scheduler.waiting else None
         if self.waiting_cause is not None:

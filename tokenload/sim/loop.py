@@ -50,8 +50,9 @@ class OutputSink(Protocol):
         """The loop's ``send(data)`` took only ``result`` bytes, or raised ``result``."""
 
 
-#: A step that starts later than this after the previous one ended is an idle gap, not jitter.
-_CATCH_UP_S = 0.005
+#: How far behind the model's clock the loop may fall (a stalled host) before that clock restarts
+#: from now: up to this, the steps that follow run early until the loop has caught up.
+_MAX_BEHIND_S = 0.25
 #: The last stretch of every step, after preparing its outputs, is waited out by yielding
 #: rather than by a timer: a timer fires up to ~1 ms late.
 _SPIN_S = 0.0015
@@ -75,6 +76,10 @@ class EngineLoop:
         #: ms between the engine's scheduled token time and the start of its write.
         self.lateness_ms = LogHistogram()
         self.steps = 0
+        #: Modelled time of the steps run (s): over a busy stretch, real time / this is 1.0.
+        self.model_s = 0.0
+        #: Times the loop fell more than ``_MAX_BEHIND_S`` behind the model's clock and restarted it.
+        self.clock_restarts = 0
         #: Wall time of the last preparations (completing a step, formatting its chunks), which
         #: are done ahead of ``due``; the slowest sets how far ahead.
         self._prep_s: deque[float] = deque([0.0], maxlen=_PREP_WINDOW)
@@ -129,11 +134,17 @@ class EngineLoop:
         prev_due = None
         while True:
             now = clock()
-            # Back-to-back steps start when the previous one ended in model time: timer and
-            # hand-off jitter (sub-millisecond) must not accumulate into every step.
-            if prev_due is not None and now - prev_due < _CATCH_UP_S:
-                now = prev_due
-            plan = engine.schedule(now)
+            # The engine's clock is the model's: a busy engine starts its next step when the last
+            # one ended, however long this loop's writes and bookkeeping took (milliseconds at
+            # 1,000 streams), and an idle one when the first request arrived (its kernel receive
+            # stamp), however long this process took to wake and parse it. The step takes what had
+            # arrived by then; later arrivals wait for the next one, as in vLLM. What the loop's
+            # own delays cost shows as token lateness, never as a slower GPU.
+            start = engine.next_start(prev_due)
+            if start is not None and now - start > _MAX_BEHIND_S:
+                self.clock_restarts += 1
+                start = now
+            plan = engine.schedule(start) if start is not None else None
             if plan is None:
                 prev_due = None
                 if gc_enabled:
@@ -143,7 +154,8 @@ class EngineLoop:
                 gc.disable()
                 continue
             gc.disable()
-            due = prev_due = now + plan.duration_s
+            due = prev_due = start + plan.duration_s
+            self.model_s += plan.duration_s
             if gc_enabled:
                 _collect()
             # The step's outputs are fixed by its plan, so they are computed and formatted

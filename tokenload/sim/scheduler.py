@@ -18,6 +18,7 @@ computed again as a prefill when it is readmitted.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -144,10 +145,12 @@ class Scheduler:
         """Whether a sequence of ``num_tokens`` could be admitted into an empty cache."""
         return self.kv.blocks_for_tokens(num_tokens) <= self.kv.num_blocks - self.watermark_blocks
 
-    def schedule(self) -> ScheduleResult:
+    def schedule(self, start_s: float = math.inf) -> ScheduleResult:
+        """Plan a step that starts at ``start_s``: requests that arrived after it are not seen
+        yet (they wait for a later step, as a request reaching vLLM mid-step does)."""
         if self.policy == "v0" and not self.chunked_prefill:
-            return self._schedule_prefill_first()
-        return self._schedule_mixed()
+            return self._schedule_prefill_first(start_s)
+        return self._schedule_mixed(start_s)
 
     # --- policies -------------------------------------------------------------------------------
 
@@ -203,7 +206,7 @@ class Scheduler:
                 self.kv.record_prefix_query(req.num_tokens, num_cached)
         result.newly_admitted.append(req)
 
-    def _schedule_mixed(self) -> ScheduleResult:
+    def _schedule_mixed(self, start_s: float) -> ScheduleResult:
         """vLLM V1: decode-first mixed batches under a token budget, chunked prefill."""
         result = ScheduleResult()
         kv = self.kv
@@ -252,6 +255,8 @@ class Scheduler:
                 result.waiting_cause = "max_num_seqs"
                 break
             req = waiting[0]
+            if req.times.arrival_s > start_s:
+                break  # FCFS: everything behind it arrived later still
             cached = self._cached_prefix(req)
             num_cached = len(cached) * block_size
             n = req.num_tokens - num_cached
@@ -268,7 +273,7 @@ class Scheduler:
             budget -= n
         return result
 
-    def _schedule_prefill_first(self) -> ScheduleResult:
+    def _schedule_prefill_first(self, start_s: float) -> ScheduleResult:
         """vLLM 0.6 (V0) default: whole prompts first; otherwise one decode step for everyone."""
         result = ScheduleResult()
         kv = self.kv
@@ -277,6 +282,8 @@ class Scheduler:
             budget = self.max_num_batched_tokens
             while waiting:
                 req = waiting[0]
+                if req.times.arrival_s > start_s:
+                    break
                 cached = self._cached_prefix(req)
                 num_tokens = req.num_tokens
                 n = num_tokens - len(cached) * kv.block_size
