@@ -53,7 +53,7 @@ class OutputSink(Protocol):
 #: How far behind the model's clock the loop may fall (a stalled host) before that clock restarts
 #: from now: up to this, the steps that follow run early until the loop has caught up.
 _MAX_BEHIND_S = 0.25
-#: The last stretch of every step, after preparing its outputs, is waited out by yielding
+#: The last stretch of every step, after preparing its outputs, is waited out by spinning
 #: rather than by a timer: a timer fires up to ~1 ms late.
 _SPIN_S = 0.0015
 #: The longest single timer sleep while waiting for a step's end, in ms.
