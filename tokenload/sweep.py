@@ -241,19 +241,6 @@ def _run_locust(args: argparse.Namespace, host: str, run_dir: Path) -> int:
                 w.kill()
 
 
-def _sim_gpu_peaks(sim_args: str) -> str:
-    """The emulated GPU's peaks, so the analysis can weigh the emulator's FLOP/byte estimates."""
-    from tokenload.sim.profile import load_profile
-
-    words = sim_args.split()
-    name = words[words.index("--profile") + 1] if "--profile" in words[:-1] else "a40-qwen2.5-7b"
-    profile = load_profile(name)
-    g = profile.gpu
-    fp8 = profile.model.matmul_dtype == "fp8" and g.peak_fp8_flops_per_s
-    flops = g.peak_fp8_flops_per_s if fp8 else g.peak_bf16_flops_per_s
-    return f"{flops:g},{g.memory_bandwidth_bytes_per_s:g}"
-
-
 def _fmt(v: Any, digits: int = 1) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
 
@@ -345,8 +332,9 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
         print(f"target: the built-in emulator (tokenload sim {args.sim_args}) at {host}", flush=True)
-        if not args.gpu_peaks:
-            args.gpu_peaks = _sim_gpu_peaks(args.sim_args)
+        # No GPU peaks from the emulator's own profile: the analysis would then divide the
+        # emulator's FLOP/byte counters by the peaks they were computed from (the emulator
+        # confirming itself). Peaks are the user's to give (--gpu-peaks), as for a real server.
     t0 = time.monotonic()
     try:
         rc = _run_locust(args, host, run_dir)

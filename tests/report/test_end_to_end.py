@@ -171,7 +171,7 @@ def test_report_command_rediagnoses_with_changed_thresholds(kv_run: Path) -> Non
     assert "Replicas for the target: ceil(10 req/s" in out.stdout and "0.2 headroom" in out.stdout
     # Thresholds no step can cross: the verdicts are recomputed, not copied from summary.json.
     out = tokenload(
-        "report", str(kv_run), "--threshold", "scaling_efficiency=0", "--threshold", "latency_growth=1e9",
+        "report", str(kv_run), "--threshold", "scaling_efficiency=0", "--threshold", "saturation_gain=-1",
         "--threshold", "waiting_mean=1e9",
     )  # fmt: skip
     assert out.returncode == 0, out.stderr

@@ -1,23 +1,40 @@
-"""Per-step verdicts: which resource saturated, the evidence that decided, and what to do.
+"""Per-step verdicts: which resource saturated, the signal that decided, and what to do.
 
-Labels: ``none`` (still scaling), ``compute`` (prefill-bound), ``memory_bandwidth``
-(decode-bound), ``kv_capacity`` (the KV cache is full), ``scheduler_limit`` (running pinned at
-a cap such as max_num_seqs while the cache has room), ``frontend`` (the API server in front of
-the engine: HTTP, tokenization), ``client`` (the load generator could not keep up), ``errors``
-(failures crossed their threshold). Input: the steps of ``summary.json``.
+Labels: ``none`` (headroom: more load still buys throughput), ``compute`` (FLOP/s bound),
+``memory_bandwidth`` (weights and KV reads bound), ``kv_capacity`` (the KV cache is full),
+``scheduler_limit`` (running pinned at a cap such as max_num_seqs while the cache has room),
+``frontend`` (the API server in front of the engine), ``client`` (the load generator could not
+keep up), ``errors`` (failures crossed their threshold), ``unknown`` (not judged: a worker was
+lost; or saturated with no resource the evidence can name -- ``saturated`` says which).
+Input: the steps of ``summary.json``; only what a real server shows (client figures and
+``/metrics``), and GPU peaks only when the user gave them.
+
+The rules follow the engine (see the README's analysis section). A step's time is modelled as
+``s(n) = a + b*n`` for ``n`` tokens per step, fitted on the step and the step of the next lower
+load (``s``: the server's inter-token latency, one engine step; ``n``: vllm:iteration_tokens).
+Throughput at a closed or open loop is ``n / s(n)``, so
+
+* doubling the load, when the batch can grow by ``r`` (2, less when the KV cache cannot hold
+  it, 1 when requests already wait), raises throughput by ``r*s(n)/s(r*n) - 1``: below
+  ``saturation_gain`` the step is saturated (the ground truth's own definition);
+* of a saturated step, each resource relaxed by 2x is predicted as the oracle measures it: FLOP/s
+  shortens the compute part of ``s``, bandwidth the memory part (the fixed ``a``, weights read
+  every step, and the decode tokens' KV reads, ``kv_read_equiv_tokens``), KV blocks or
+  max_num_seqs let the batch grow; the largest predicted gain names the bottleneck.
 
 Steps are judged in order of load (concurrency, or target rate), whatever order they ran in (a
-knee search bisects downwards): a step is compared with the step of the next lower load, and
-latencies with the lowest-load step's.
+knee search bisects downwards). The rules are the table ``RULES``, in the order they are tried.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from tokenload.analysis.thresholds import Thresholds
 
-__all__ = ["ADVICE", "BOTTLENECKS", "diagnose_steps", "find_knee"]
+__all__ = ["ADVICE", "BOTTLENECKS", "RULES", "StepSignals", "diagnose_steps", "find_knee", "signals"]
 
 BOTTLENECKS = (
     "none",
@@ -28,12 +45,13 @@ BOTTLENECKS = (
     "frontend",
     "client",
     "errors",
+    "unknown",
 )
 
 ADVICE: dict[str, list[str]] = {
     "none": ["Not saturated at this load: there is headroom; keep raising the load to find the knee."],
     "compute": [
-        "Prefill compute is the bound: add replicas, or a faster GPU, or tensor parallelism.",
+        "Compute (FLOP/s) is the bound, mostly prefill: add replicas, a faster GPU, or tensor parallelism.",
         "Quantize (FP8 weights and activations) to raise FLOP/s; cap prompt length if long prompts dominate.",
         "Lower max_num_batched_tokens if TTFT matters more than throughput (smaller prefill chunks).",
     ],
@@ -60,6 +78,10 @@ ADVICE: dict[str, list[str]] = {
         "this step's latencies are not the server's.",
     ],
     "errors": ["Failures crossed the threshold: fix them first; latencies of a failing server mislead."],
+    "unknown": [
+        "The evidence cannot name the resource: rerun with the server's /metrics scraped (--metrics-url) "
+        "and a step below this load, or pass --gpu-peaks; a step with a lost worker is not judged.",
+    ],
 }
 
 
@@ -75,175 +97,92 @@ def _ev(metric: str, value: Any, rule: str) -> dict[str, Any]:
     return {"metric": metric, "value": value, "rule": rule}
 
 
-def _saturation(
-    step: dict[str, Any], prev: dict[str, Any] | None, base: dict[str, Any], th: Thresholds
-) -> list[dict]:
-    """Evidence that this step is saturated (empty: it is not)."""
-    ev = []
-    eff = None
-    judged = (
-        (_completed(prev) >= th.min_completed and _completed(step) >= th.min_completed) if prev else False
-    )
-    if prev is not None and (judged or _g(step, "server", "generation_tokens", "rate_per_s")):
-        load_prev, load = _load(prev), _load(step)
-        (t_prev, _), (t, source) = _throughput(prev), _throughput(step)
-        if load_prev and load and load > load_prev and t_prev > 0:
-            eff = (t / t_prev - 1.0) / (load / load_prev - 1.0)
-            if eff < th.scaling_efficiency:
-                ev.append(
-                    _ev(
-                        source,
-                        round(t, 1),
-                        f"grew {t / t_prev:.2f}x for {load / load_prev:.2f}x the load: scaling efficiency "
-                        f"{eff:.2f} < {th.scaling_efficiency}",
-                    )
-                )
-    # Latency growth alone (prefills of simultaneous arrivals sharing a step) is saturation only
-    # once the throughput stops keeping pace with the load.
-    for m in ("ttft_ms", "tpot_ms"):
-        v, v0 = _g(step, m, "p50"), _g(base, m, "p50")
-        if v and v0 and v / v0 > th.latency_growth and (eff is None or eff < th.scaling_with_latency):
-            ev.append(
-                _ev(f"{m} p50", round(v, 2), f"{v / v0:.1f}x its unloaded {v0:.1f} > {th.latency_growth}x")
-            )
-    # Queueing alone (a burst of arrivals waiting a step or two for the token budget) likewise.
-    waiting = _g(step, "server", "requests_waiting", "mean") or 0
-    if waiting > th.waiting_mean and (eff is None or eff < th.scaling_with_latency):
-        ev.append(
-            _ev(
-                "requests_waiting mean",
-                round(waiting, 2),
-                f"> {th.waiting_mean}",
-            )
-        )
-    return ev
+def _r(v: float | None, digits: int = 3) -> float | None:
+    return None if v is None else round(v, digits)
 
 
-def _which(
-    step: dict[str, Any], base: dict[str, Any], th: Thresholds, peaks: dict[str, float] | None
-) -> tuple[str, list[dict]]:
-    kv_max = _g(step, "server", "kv_cache_usage_ratio", "max")
-    preempt = _g(step, "server", "preemptions", "increase") or 0
-    waiting = _g(step, "server", "requests_waiting", "mean") or 0
-    kv_mean = _g(step, "server", "kv_cache_usage_ratio", "mean")
-    run_mean = _g(step, "server", "requests_running", "mean")
-    # Full for admission: at the threshold, or with less room left than one running request holds.
-    per_request = kv_mean / run_mean if kv_mean is not None and run_mean else None
-    kv_full = kv_max is not None and (
-        kv_max >= th.kv_full_ratio or (per_request is not None and 1.0 - kv_max < per_request)
-    )
-    if preempt > 0 or (kv_full and waiting > th.waiting_mean):
-        rule = f">= {th.kv_full_ratio}"
-        if per_request is not None and kv_max is not None and kv_max < th.kv_full_ratio:
-            rule = f"leaves {1 - kv_max:.3f} free, less than one running request's {per_request:.3f}"
-        ev = [_ev("kv_cache_usage_ratio max", None if kv_max is None else round(kv_max, 3), rule)]
-        if preempt:
-            ev.append(_ev("preemptions", preempt, "> 0: requests evicted and recomputed"))
-        if waiting > th.waiting_mean:
-            ev.append(
-                _ev("requests_waiting mean", round(waiting, 2), f"> {th.waiting_mean}: queued for capacity")
-            )
-        q = _g(step, "server", "queue_time_ms", "mean")
-        if q is not None:
-            ev.append(_ev("queue_time_ms mean", round(q, 1), "time waiting for a slot"))
-        return "kv_capacity", ev
-    run_max = _g(step, "server", "requests_running", "max")
-    conc = step.get("concurrency")
-    if (
-        run_max
-        and run_mean is not None
-        and waiting > th.waiting_mean
-        and (run_max - run_mean) <= th.pinned_spread * run_max
-        and (conc is None or run_max < conc)
+@dataclass(frozen=True, slots=True)
+class StepSignals:
+    """What the rules read of one step (and the step of the next lower load): each a figure a
+    real server or the client shows, None when it did not."""
+
+    load: float
+    prev_load: float | None
+    closed_loop: bool
+    throughput: float  # output tokens/s
+    throughput_source: str
+    prev_throughput: float | None
+    step_ms: float | None  # one engine step: the server's inter-token latency (mean)
+    step_source: str
+    prev_step_ms: float | None
+    tokens_per_step: float | None
+    prev_tokens_per_step: float | None
+    ref_step_ms: float | None  # the lowest-load step of the series
+    ref_tokens_per_step: float | None
+    decode_share: float | None  # of the tokens computed, the generated ones
+    context_tokens: float | None  # mean tokens a decode token attends to
+    running_mean: float | None
+    running_max: float | None
+    prev_running_max: float | None
+    waiting_mean: float
+    kv_mean: float | None
+    kv_max: float | None
+    preemptions: float
+    flops_share: float | None  # of the GPU's peak, with --gpu-peaks and the server's counters
+    bytes_share: float | None
+
+    @property
+    def load_growth(self) -> float | None:
+        return self.load / self.prev_load if self.prev_load else None
+
+    @property
+    def efficiency(self) -> float | None:
+        """Throughput growth over load growth since the step below (1.0 = perfect scaling)."""
+        g = self.load_growth
+        if g is None or g <= 1 or not self.prev_throughput:
+            return None
+        return (self.throughput / self.prev_throughput - 1.0) / (g - 1.0)
+
+    def line(self) -> tuple[float, float] | None:
+        """``(a, b)`` of ``s(n) = a + b*n`` through this step and the reference below it (ms,
+        ms/token): the step below, or the lowest-load one when the batch did not grow since."""
+        s1, s2, n1, n2 = self.prev_step_ms, self.step_ms, self.prev_tokens_per_step, self.tokens_per_step
+        if n1 is not None and n2 and n2 <= n1 * 1.05 and self.ref_tokens_per_step is not None:
+            s1, n1 = self.ref_step_ms, self.ref_tokens_per_step
+        if None in (s1, s2, n1, n2) or not n2:
+            return None
+        if n2 <= n1 * 1.05:  # type: ignore[operator]
+            return None  # the batch did not grow: no slope to see
+        b = max(0.0, (s2 - s1) / (n2 - n1))  # type: ignore[operator]
+        a = max(0.0, s2 - b * n2)  # type: ignore[operator]
+        return a, b
+
+
+def _step_ms(step: dict[str, Any]) -> tuple[float | None, str]:
+    for path, name in (
+        (("server", "itl_ms", "mean"), "server itl_ms mean"),
+        (("itl_ms", "mean"), "client itl_ms mean"),
+        (("tpot_ms", "p50"), "client tpot_ms p50"),
     ):
-        return "scheduler_limit", [
-            _ev(
-                "requests_running",
-                {"max": run_max, "mean": round(run_mean, 2)},
-                "pinned below the offered load",
-            ),
-            _ev(
-                "requests_waiting mean", round(waiting, 2), f"> {th.waiting_mean} while the KV cache has room"
-            ),
-            _ev(
-                "kv_cache_usage_ratio max",
-                None if kv_max is None else round(kv_max, 3),
-                f"< {th.kv_full_ratio}",
-            ),
-        ]
-    # The API server in front of the engine: the server's TTFT goes mostly neither to its queue nor
-    # to prefill, nothing waits, and the engine runs clearly fewer requests than the load offers.
-    ttft = _g(step, "server", "ttft_ms", "mean")
-    queue = _g(step, "server", "queue_time_ms", "mean")
-    prefill_t = _g(step, "server", "prefill_time_ms", "mean")
-    if (
-        ttft
-        and queue is not None
-        and prefill_t is not None
-        and waiting <= th.waiting_mean
-        and conc
-        and run_mean is not None
-        and run_mean < th.frontend_running_share * conc
-        and ttft - queue - prefill_t > th.frontend_share * ttft
-    ):
-        return "frontend", [
-            _ev("server ttft_ms mean", round(ttft, 1), "arrival -> first token, server side"),
-            _ev(
-                "outside queue and prefill",
-                round((ttft - queue - prefill_t) / ttft, 3),
-                f"> {th.frontend_share} of the server's TTFT "
-                f"(queue {queue:.1f} ms, prefill {prefill_t:.1f} ms)",
-            ),
-            _ev(
-                "requests_running mean",
-                round(run_mean, 1),
-                f"< {th.frontend_running_share} x the {conc} users, with nothing waiting",
-            ),
-        ]
-    # Compute or bandwidth: the server's own FLOP and byte estimates against the GPU's peaks
-    # decide when both are known, as a roofline does: the resource run closer to its peak binds.
-    # (Latency growth cannot tell them apart under chunked prefill: a new request's prefill rides
-    # in the running batch's step, so TTFT grows with the decode step as much as TPOT does.)
-    # Otherwise, or when the GPU is mostly idle, which latency grew more.
-    span = step.get("measured_s") or 0
-    flops = _g(step, "server", "estimated_flops", "increase")
-    rbytes = _g(step, "server", "estimated_read_bytes", "increase")
-    if peaks and span and flops and rbytes:
-        fu = flops / span / peaks["flops_per_s"]
-        bu = rbytes / span / peaks["bytes_per_s"]
-        ev = [
-            _ev(
-                "achieved FLOP/s share of peak",
-                round(fu, 3),
-                "vllm:estimated_flops_per_gpu_total rate / peak",
-            ),
-            _ev(
-                "achieved bandwidth share of peak",
-                round(bu, 3),
-                "vllm:estimated_read_bytes_per_gpu_total rate / peak",
-            ),
-        ]
-        if max(fu, bu) >= th.utilization_bound:
-            return ("compute" if fu >= bu else "memory_bandwidth"), ev
-    g_ttft = _growth(step, base, "ttft_ms")
-    g_tpot = _growth(step, base, "tpot_ms")
-    ev = [
-        _ev("ttft_ms p50 growth", None if g_ttft is None else round(g_ttft, 2), "vs the first step"),
-        _ev("tpot_ms p50 growth", None if g_tpot is None else round(g_tpot, 2), "vs the first step"),
-    ]
-    prefill, decode = (
-        _g(step, "server", "prefill_time_ms", "mean"),
-        _g(step, "server", "decode_time_ms", "mean"),
-    )
-    if prefill is not None and decode:
-        ev.append(
-            _ev(
-                "prefill share of inference time", round(prefill / (prefill + decode), 3), "server histograms"
-            )
-        )
-    if (g_ttft or 0) >= (g_tpot or 0):
-        return "compute", ev
-    return "memory_bandwidth", ev
+        v = _g(step, *path)
+        if v:
+            return float(v), name
+    return None, "no inter-token latency"
+
+
+def _tokens_per_step(step: dict[str, Any], step_ms: float | None) -> tuple[float | None, float | None]:
+    """Tokens per engine step and the generated share of them."""
+    gen = _g(step, "server", "generation_tokens", "rate_per_s")
+    prompt = _g(step, "server", "prompt_tokens", "rate_per_s")
+    hits = _g(step, "server", "prefix_cache_hits", "rate_per_s") or 0.0
+    computed = None if gen is None or prompt is None else gen + max(0.0, prompt - hits)
+    share = gen / computed if computed else None
+    n = _g(step, "server", "iteration_tokens", "mean")
+    if n:
+        return float(n), share
+    if computed and step_ms:
+        return computed * step_ms / 1000.0, share  # a busy engine: one step after another
+    return None, share
 
 
 def _throughput(step: dict[str, Any]) -> tuple[float, str]:
@@ -255,6 +194,361 @@ def _throughput(step: dict[str, Any]) -> tuple[float, str]:
     return step.get("output_tokens_per_s") or 0.0, "output_tokens_per_s"
 
 
+def signals(
+    step: dict[str, Any],
+    prev: dict[str, Any] | None,
+    peaks: dict[str, float] | None,
+    base: dict[str, Any] | None = None,
+) -> StepSignals:
+    """The signals of ``step`` (``prev``: the step of the next lower load in its series,
+    ``base``: its lowest-load step)."""
+    t, source = _throughput(step)
+    s, s_source = _step_ms(step)
+    n, share = _tokens_per_step(step, s)
+    ps, pn, pt = None, None, None
+    if prev is not None:
+        ps, _ = _step_ms(prev)
+        pn, _ = _tokens_per_step(prev, ps)
+        pt = _throughput(prev)[0]
+    rs, rn = None, None
+    if base is not None and base is not step:
+        rs, _ = _step_ms(base)
+        rn, _ = _tokens_per_step(base, rs)
+    rps = step.get("requests_per_s") or 0.0
+    ctx = None
+    if rps:
+        ctx = (step.get("input_tokens_per_s") or 0.0) / rps + (
+            step.get("output_tokens_per_s") or 0.0
+        ) / rps / 2
+    span = step.get("measured_s") or 0
+    flops = _g(step, "server", "estimated_flops", "increase")
+    rbytes = _g(step, "server", "estimated_read_bytes", "increase")
+    fu = bu = None
+    if peaks and span and flops and rbytes:
+        fu = flops / span / peaks["flops_per_s"]
+        bu = rbytes / span / peaks["bytes_per_s"]
+    return StepSignals(
+        load=_load(step),
+        prev_load=_load(prev) if prev is not None else None,
+        closed_loop=step.get("target_rate_rps") is None,
+        throughput=t,
+        throughput_source=source,
+        prev_throughput=pt,
+        step_ms=s,
+        step_source=s_source,
+        prev_step_ms=ps,
+        tokens_per_step=n,
+        prev_tokens_per_step=pn,
+        ref_step_ms=rs,
+        ref_tokens_per_step=rn,
+        decode_share=share,
+        context_tokens=ctx,
+        running_mean=_g(step, "server", "requests_running", "mean"),
+        running_max=_g(step, "server", "requests_running", "max"),
+        prev_running_max=_g(prev, "server", "requests_running", "max"),
+        waiting_mean=_g(step, "server", "requests_waiting", "mean") or 0.0,
+        kv_mean=_g(step, "server", "kv_cache_usage_ratio", "mean"),
+        kv_max=_g(step, "server", "kv_cache_usage_ratio", "max"),
+        preemptions=_g(step, "server", "preemptions", "increase") or 0.0,
+        flops_share=fu,
+        bytes_share=bu,
+    )
+
+
+# --- the rules' shared reasoning ------------------------------------------------------------
+
+
+def _kv_full(sig: StepSignals, th: Thresholds) -> bool:
+    """Full for admission: at the threshold, or with less room left than one running request holds."""
+    if sig.kv_max is None:
+        return False
+    per_request = sig.kv_mean / sig.running_mean if sig.kv_mean is not None and sig.running_mean else None
+    return sig.kv_max >= th.kv_full_ratio or (per_request is not None and 1.0 - sig.kv_max < per_request)
+
+
+def _kv_bound(sig: StepSignals, th: Thresholds) -> bool:
+    return sig.preemptions > 0 or (_kv_full(sig, th) and sig.waiting_mean > th.waiting_mean)
+
+
+def _plateau(sig: StepSignals, th: Thresholds) -> bool:
+    """Running requests stopped growing across steps while the load grew and requests wait."""
+    if sig.running_max is None or sig.prev_running_max is None or not sig.load_growth:
+        return False
+    grew = sig.running_max / sig.prev_running_max - 1 if sig.prev_running_max else float("inf")
+    steady = sig.running_mean is None or sig.running_max - sig.running_mean <= 0.25 * sig.running_max
+    return (
+        sig.waiting_mean > th.waiting_mean
+        and sig.load_growth >= th.plateau_load_growth
+        and steady
+        and (grew <= th.plateau_growth or grew < 0.25 * (sig.load_growth - 1))
+    )
+
+
+def _queued(sig: StepSignals, th: Thresholds) -> bool:
+    """Requests wait for more than a passing moment: more load only lengthens the queue."""
+    return sig.waiting_mean > max(th.waiting_mean, 0.1 * (sig.running_mean or 0.0))
+
+
+def _grown(line: tuple[float, float], n: float, r: float) -> float:
+    """Predicted throughput gain when the batch grows by ``r``."""
+    a, b = line
+    s = a + b * n
+    return r * s / (a + b * r * n) - 1.0 if s > 0 else 0.0
+
+
+def _batch_room(sig: StepSignals, th: Thresholds) -> tuple[float, str]:
+    """How much the running batch can grow when the load doubles, and why."""
+    if _queued(sig, th):
+        return 1.0, f"requests already wait (mean {sig.waiting_mean:.2f})"
+    if sig.kv_max is not None and sig.kv_max > 0:
+        room = min(2.0, max(1.0, th.kv_full_ratio / sig.kv_max))
+        if room < 2.0:
+            return room, f"the KV cache holds {room:.2f}x the running batch (max usage {sig.kv_max:.3f})"
+    return 2.0, "the batch can double"
+
+
+def _split(sig: StepSignals, th: Thresholds, line: tuple[float, float]) -> tuple[float, float, str]:
+    """Shares of the step's time spent on compute and on memory traffic, and how they were found."""
+    if sig.flops_share is not None and sig.bytes_share is not None:
+        c, m = sig.flops_share, sig.bytes_share
+        return min(1.0, c), min(1.0, m), "achieved FLOP/s and bandwidth against --gpu-peaks"
+    a, b = line
+    n = sig.tokens_per_step or 0.0
+    s = a + b * n
+    if s <= 0:
+        return 0.0, 0.0, "no step time"
+    dec = sig.decode_share if sig.decode_share is not None else 0.5
+    ctx = sig.context_tokens or 0.0
+    # Per token: every token costs one unit of matmul; a decode token also reads its context's
+    # KV cache, ctx / kv_read_equiv_tokens units. The fixed part (weights read) is memory.
+    mem_units = dec * ctx / th.kv_read_equiv_tokens
+    m_frac = mem_units / (1.0 + mem_units)
+    per_token = b * n
+    return per_token * (1 - m_frac) / s, (a + per_token * m_frac) / s, "step-time model"
+
+
+def _faster(share: float) -> float:
+    """Throughput gain when a part of the step taking ``share`` of it runs twice as fast."""
+    return 1.0 / (1.0 - share / 2.0) - 1.0 if share < 2 else 0.0
+
+
+#: A binding cap is named unless relaxing it is predicted to raise throughput by less than this.
+CAP_MIN_GAIN = 0.10
+
+
+# --- the rule table ---------------------------------------------------------------------------
+
+#: A rule: (signals, step, thresholds) -> (label, evidence) when it decides, else None.
+Rule = Callable[[StepSignals, dict[str, Any], Thresholds], "tuple[str, list[dict]] | None"]
+
+
+def _rule_client(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> tuple[str, list[dict]] | None:
+    flags = step.get("flags") or []
+    if "client_bound" not in flags:
+        return None
+    c = step.get("client") or {}
+    ev = [_ev("flag", "client_bound", "the client's own CPU, loop lag or send lag passed its limit")]
+    for k, rule in (
+        ("cpu_percent_max", "> 90"),
+        ("loop_lag_ms_p95", "> 10 ms"),
+        ("send_lag_ms_p99", "> 10 ms"),
+    ):
+        if c.get(k) is not None:
+            ev.append(_ev(f"client {k}", round(c[k], 2), rule))
+    return "client", ev
+
+
+def _rule_worker_lost(
+    sig: StepSignals, step: dict[str, Any], th: Thresholds
+) -> tuple[str, list[dict]] | None:
+    if "worker_lost" not in (step.get("flags") or []):
+        return None
+    return "unknown", [
+        _ev("flag", "worker_lost", "a worker died during the step: its load was short; not judged")
+    ]
+
+
+def _rule_errors(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> tuple[str, list[dict]] | None:
+    reqs = step.get("requests") or {}
+    total = (reqs.get("ok") or 0) + (reqs.get("failed") or 0)
+    if not total or (reqs.get("failed") or 0) / total <= th.error_rate:
+        return None
+    by = reqs.get("by_failure_class") or {}
+    dominant = max(by, key=by.get) if by else "unclassified"
+    return "errors", [
+        _ev("failed share", round(reqs["failed"] / total, 3), f"> {th.error_rate}; mostly {dominant}")
+    ]
+
+
+def _saturation(sig: StepSignals, th: Thresholds) -> tuple[bool | None, list[dict]]:
+    """Whether doubling the load would raise throughput by less than ``saturation_gain``."""
+    line = sig.line()
+    room, why = _batch_room(sig, th)
+    if line is not None and sig.tokens_per_step:
+        gain = _grown(line, sig.tokens_per_step, room)
+        ev = [
+            _ev(
+                "predicted gain from 2x load",
+                round(gain, 3),
+                f"{'<' if gain < th.saturation_gain else '>='} {th.saturation_gain}: {why}; step time "
+                f"{line[0]:.2f} + {line[1]:.4f} ms/token x {sig.tokens_per_step:.0f} tokens "
+                f"({sig.step_source}, "
+                "vllm:iteration_tokens_total)",
+            )
+        ]
+        return gain < th.saturation_gain, ev
+    if room == 1.0:
+        return True, [_ev("requests_waiting mean", round(sig.waiting_mean, 2), f"> {th.waiting_mean}: {why}")]
+    eff = sig.efficiency
+    if eff is not None:
+        return eff < th.scaling_efficiency, [
+            _ev(
+                sig.throughput_source,
+                round(sig.throughput, 1),
+                f"grew {sig.throughput / (sig.prev_throughput or 1):.2f}x for {sig.load_growth:.2f}x "
+                f"the load: scaling efficiency {eff:.2f} {'<' if eff < th.scaling_efficiency else '>='} "
+                f"{th.scaling_efficiency}",
+            )
+        ]
+    return None, []
+
+
+def _rule_saturated(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> tuple[str, list[dict]] | None:
+    """Not saturated (``none``), or which resource: the largest predicted gain from relaxing one."""
+    saturated, ev = _saturation(sig, th)
+    if saturated is None:
+        if _kv_bound(sig, th) or _plateau(sig, th):
+            saturated = True
+        else:
+            return "none", [
+                _ev(
+                    "no step below and nothing waiting",
+                    sig.load,
+                    "first step of its series: no sign of saturation",
+                )
+            ]
+    if not saturated:
+        return "none", ev
+    frontend = _frontend(sig, step, th)
+    if frontend is not None:
+        return "frontend", ev + frontend
+    line = sig.line()
+    n = sig.tokens_per_step or 0.0
+    gains: dict[str, tuple[float, list[dict]]] = {}
+    grow = min(2.0, (sig.running_mean + sig.waiting_mean) / sig.running_mean) if sig.running_mean else 2.0
+    if _kv_bound(sig, th):
+        kv_ev = [
+            _ev(
+                "kv_cache_usage_ratio max",
+                _r(sig.kv_max),
+                f"full for admission (>= {th.kv_full_ratio} or no room for one more request)",
+            )
+        ]
+        if sig.preemptions:
+            kv_ev.append(_ev("preemptions", sig.preemptions, "> 0: requests evicted and recomputed"))
+        kv_ev.append(
+            _ev(
+                "requests_waiting mean",
+                round(sig.waiting_mean, 2),
+                f"> {th.waiting_mean}: queued for capacity",
+            )
+        )
+        gains["kv_capacity"] = (_grown(line, n, grow) if line and n else 1.0, kv_ev)
+    elif _plateau(sig, th):
+        gains["scheduler_limit"] = (
+            _grown(line, n, grow) if line and n else 1.0,
+            [
+                _ev(
+                    "requests_running max",
+                    {"this step": sig.running_max, "step below": sig.prev_running_max},
+                    "a plateau: steady within the step, and grew "
+                    f"{sig.running_max / (sig.prev_running_max or 1):.2f}x "
+                    f"while the load grew {sig.load_growth:.2f}x",
+                ),
+                _ev(
+                    "requests_waiting mean",
+                    round(sig.waiting_mean, 2),
+                    f"> {th.waiting_mean} while the KV cache has room",
+                ),
+            ],
+        )
+    if line is not None or (sig.flops_share is not None and sig.bytes_share is not None):
+        c, m, how = _split(sig, th, line or (0.0, 0.0))
+        gains["compute"] = (_faster(c), [_ev("compute share of step time", round(c, 3), how)])
+        gains["memory_bandwidth"] = (_faster(m), [_ev("memory share of step time", round(m, 3), how)])
+    if not gains:
+        missing = _ev(
+            "missing",
+            "step time model",
+            "needs the server's inter-token latency and tokens per step on this step and one below it "
+            "(scrape /metrics), or --gpu-peaks with the FLOP/byte counters",
+        )
+        return "unknown", [*ev, missing]
+    best = max(gains, key=lambda k: gains[k][0])
+    # A cap that leaves requests waiting (KV blocks, a max_num_seqs plateau) is the first limit in
+    # the chain: relaxed, the batch grows, which is worth the most while steps are dominated by
+    # their fixed cost (weights read); the mean step time cannot resolve prefill-heavy steps from
+    # decode ones finely enough to overrule it, except when the model predicts the cap buys little.
+    cap = next((k for k in ("kv_capacity", "scheduler_limit") if k in gains), None)
+    if cap is not None and gains[cap][0] >= CAP_MIN_GAIN:
+        best = cap
+    ranked = ", ".join(f"{k} {g:+.0%}" for k, (g, _) in sorted(gains.items(), key=lambda kv: -kv[1][0]))
+    return best, ev + gains[best][1] + [
+        _ev("predicted gain from relaxing each 2x", ranked, "the largest binds")
+    ]
+
+
+def _frontend(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> list[dict] | None:
+    """The API server in front of the engine: the server's TTFT goes mostly neither to its queue
+    nor to prefill, nothing waits, and the engine runs clearly fewer requests than the load offers."""
+    ttft = _g(step, "server", "ttft_ms", "mean")
+    queue = _g(step, "server", "queue_time_ms", "mean")
+    prefill_t = _g(step, "server", "prefill_time_ms", "mean")
+    conc = step.get("concurrency")
+    if not (
+        ttft
+        and queue is not None
+        and prefill_t is not None
+        and sig.waiting_mean <= th.waiting_mean
+        and conc
+        and sig.running_mean is not None
+        and sig.running_mean < th.frontend_running_share * conc
+        and ttft - queue - prefill_t > th.frontend_share * ttft
+    ):
+        return None
+    return [
+        _ev("server ttft_ms mean", round(ttft, 1), "arrival -> first token, server side"),
+        _ev(
+            "outside queue and prefill",
+            round((ttft - queue - prefill_t) / ttft, 3),
+            f"> {th.frontend_share} of the server's TTFT (queue {queue:.1f} ms, prefill {prefill_t:.1f} ms)",
+        ),
+        _ev(
+            "requests_running mean",
+            round(sig.running_mean, 1),
+            f"< {th.frontend_running_share} x the {conc} users, with nothing waiting",
+        ),
+    ]
+
+
+#: The rules in the order they are tried; the first that decides gives the verdict.
+RULES: tuple[tuple[str, Rule], ...] = (
+    ("client_bound flag", _rule_client),
+    ("worker_lost flag", _rule_worker_lost),
+    ("failed share", _rule_errors),
+    ("saturation and the resource that binds", _rule_saturated),
+)
+
+
+def _first_rule(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> tuple[str, str, list[dict]]:
+    """The first rule of the table that decides: (its name, the label, the evidence)."""
+    for rule_name, rule in RULES:
+        found = rule(sig, step, th)
+        if found is not None:
+            return rule_name, found[0], found[1]
+    raise AssertionError("the last rule always decides")
+
+
 def _completed(step: dict[str, Any]) -> float:
     return (
         (step.get("requests_per_s") or 0.0) * (step.get("measured_s") or 0.0)
@@ -263,83 +557,44 @@ def _completed(step: dict[str, Any]) -> float:
     )
 
 
-def _growth(step: dict[str, Any], base: dict[str, Any], m: str) -> float | None:
-    v, v0 = _g(step, m, "p50"), _g(base, m, "p50")
-    return v / v0 if v and v0 else None
-
-
 def diagnose_steps(
     steps: list[dict[str, Any]], thresholds: Thresholds | None = None, peaks: dict[str, float] | None = None
 ) -> list[dict[str, Any]]:
-    """One verdict per step: ``{"bottleneck", "saturated", "evidence", "advice"}``. Steps with
-    different workloads (a context sweep's prompt lengths) are judged as separate series."""
+    """One verdict per step: ``{"bottleneck", "saturated", "decided_by", "evidence", "advice"}``.
+    Steps with different workloads (a context sweep's prompt lengths) are judged as separate
+    series; steps not judged as server saturation (client-bound, lost worker) are no one's step
+    below."""
     th = thresholds or Thresholds()
     out: list[dict[str, Any]] = [{} for _ in steps]
     series: dict[Any, list[int]] = {}
     for i in _by_load(steps):
         series.setdefault(steps[i].get("prompt_tokens"), []).append(i)
     for order in series.values():
-        _diagnose_series(steps, order, th, peaks, out)
+        prev = base = None
+        for i in order:
+            step = steps[i]
+            sig = signals(step, prev, peaks, base)
+            rule_name, name, evidence = _first_rule(sig, step, th)
+            verdict: dict[str, Any] = {
+                "bottleneck": name,
+                "saturated": name not in ("none", "client") and rule_name != "worker_lost flag",
+                "decided_by": evidence[0]["metric"] if evidence else rule_name,
+                "evidence": evidence,
+                "advice": ADVICE[name],
+            }
+            if _completed(step) < th.min_completed and not _g(
+                step, "server", "generation_tokens", "rate_per_s"
+            ):
+                verdict["low_sample"] = True
+                evidence.append(
+                    _ev("requests completed in the step", round(_completed(step), 1),
+                        f"< {th.min_completed}: lengthen --step-duration; throughput not judged")
+                )  # fmt: skip
+            out[i] = verdict
+            if name not in ("client",) and rule_name != "worker_lost flag":
+                prev = step
+                base = base or step
     return out
-
-
-def _diagnose_series(
-    steps: list[dict[str, Any]],
-    order: list[int],
-    th: Thresholds,
-    peaks: dict[str, float] | None,
-    out: list[dict[str, Any]],
-) -> None:
-    base = steps[order[0]]
-    for pos, i in enumerate(order):
-        step = steps[i]
-        prev = steps[order[pos - 1]] if pos else None
-        reqs = step.get("requests") or {}
-        total = (reqs.get("ok") or 0) + (reqs.get("failed") or 0)
-        if "client_bound" in (step.get("flags") or []):
-            c = step.get("client") or {}
-            verdict = (
-                "client",
-                [
-                    _ev("client cpu_percent_max", c.get("cpu_percent_max"), "> 90"),
-                    _ev("client loop_lag_ms_p95", c.get("loop_lag_ms_p95"), "> 10 ms"),
-                ],
-            )
-        elif total and (reqs.get("failed") or 0) / total > th.error_rate:
-            by = reqs.get("by_failure_class") or {}
-            dominant = max(by, key=by.get) if by else None
-            verdict = (
-                "errors",
-                [
-                    _ev(
-                        "failed share",
-                        round(reqs["failed"] / total, 3),
-                        f"> {th.error_rate}; mostly {dominant}",
-                    )
-                ],
-            )
-        else:
-            sat = _saturation(step, prev, base, th)
-            if sat:
-                name, why = _which(step, base, th, peaks)
-                verdict = (name, sat + why)
-            else:
-                verdict = ("none", [])
-        name, evidence = verdict
-        verdict_out = {
-            "bottleneck": name,
-            "saturated": name != "none",
-            "evidence": evidence,
-            "advice": ADVICE[name],
-        }
-        if _completed(step) < th.min_completed and not _g(step, "server", "generation_tokens", "rate_per_s"):
-            # Too few requests ended inside the step to judge its throughput: say so.
-            verdict_out["low_sample"] = True
-            evidence.append(
-                _ev("requests completed in the step", round(_completed(step), 1),
-                    f"< {th.min_completed}: lengthen --step-duration; throughput not judged")
-            )  # fmt: skip
-        out[i] = verdict_out
 
 
 def _load(step: dict[str, Any]) -> float:

@@ -12,28 +12,34 @@ __all__ = ["Thresholds"]
 class Thresholds:
     #: Failed share of a step's requests above which the step's verdict is ``errors``.
     error_rate: float = 0.05
-    #: A step is saturated when throughput grew by less than this share of the load's growth
-    #: since the previous step (1.0 = perfect scaling) ...
+    #: Saturated: doubling the load is predicted (or, without a step-time model, was seen from the
+    #: step below) to raise output throughput by less than this share. The ground truth's own
+    #: definition (tokenload.sim.oracle.SATURATION_GAIN): a quarter of ideal scaling.
+    saturation_gain: float = 0.25
+    #: Without a step-time model (too few signals): saturated when throughput grew by less than
+    #: this share of the load's growth since the step below (1.0 = perfect scaling).
     scaling_efficiency: float = 0.5
-    #: ... or a latency (TTFT or TPOT p50) grew past this multiple of its unloaded value while the
-    #: throughput kept up with less than ``scaling_with_latency`` of the load's growth.
-    latency_growth: float = 3.0
-    scaling_with_latency: float = 0.8
     #: KV cache usage (time-weighted max) at or above which the cache counts as full.
     kv_full_ratio: float = 0.9
     #: Mean waiting requests above which requests count as queued.
     waiting_mean: float = 0.5
-    #: Running requests pinned: max - mean below this share of max while requests wait.
-    pinned_spread: float = 0.25
+    #: A cap on running requests: steady within the step, and across steps the most running grew
+    #: by less than this share (or by less than a quarter of the load's growth) while the load
+    #: grew by at least ``plateau_load_growth``: a plateau across steps, not a steady value in one.
+    plateau_growth: float = 0.05
+    plateau_load_growth: float = 1.5
     #: Fewer requests than this completing inside a step: its throughput is not judged.
     min_completed: float = 3.0
     #: The API server is the bound when more than this share of the server's TTFT is spent
     #: outside its queue and prefill, while running stays under this share of the users.
     frontend_share: float = 0.5
     frontend_running_share: float = 0.8
-    #: With the GPU's peaks known: when the larger of the achieved FLOP/s and bandwidth shares of
-    #: peak reaches this, the larger one is the bound (below it, the latency growth decides).
-    utilization_bound: float = 0.3
+    #: Context length (tokens) at which a decode token's KV-cache read takes as long as its
+    #: matmuls: kv_bytes_per_token / (2 x params) x (peak FLOP/s / bandwidth). Llama-3.1-8B on an
+    #: H100: 131 kB / 16 GFLOP x 295 = 1/420 per context token; Llama-3.1-70B FP8 on an H200:
+    #: 328 kB / 141 GFLOP x 412 = 1/1040; Qwen2.5-7B on an A40: 57 kB / 15 GFLOP x 216 = 1/1200.
+    #: The geometric middle of the three, rounded.
+    kv_read_equiv_tokens: float = 800.0
 
     @classmethod
     def with_overrides(cls, overrides: dict[str, float]) -> Thresholds:

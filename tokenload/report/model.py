@@ -12,7 +12,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tokenload.analysis.diagnosis import ADVICE, diagnose_steps, find_knee
+from tokenload.analysis.diagnosis import ADVICE
+from tokenload.analysis.judge import judge_steps
 from tokenload.analysis.thresholds import Thresholds
 from tokenload.metrics.definitions import FORMULAS
 from tokenload.report.capacity import (
@@ -36,10 +37,7 @@ def refresh_verdicts(summary: dict[str, Any], thresholds: Thresholds | None = No
     """A copy of the summary with each step's verdict and the knee recomputed."""
     out = copy.deepcopy(summary)
     steps = out.get("steps") or []
-    verdicts = diagnose_steps(steps, thresholds=thresholds, peaks=out.get("gpu_peaks"))
-    for step, verdict in zip(steps, verdicts, strict=True):
-        step["verdict"] = verdict
-    out["knee"] = find_knee(steps, verdicts)
+    _, out["knee"] = judge_steps(steps, thresholds=thresholds, peaks=out.get("gpu_peaks"))
     return out
 
 

@@ -23,13 +23,14 @@ __all__ = [
 #: Each diagnosis label in plain words (tokenload.analysis.diagnosis.BOTTLENECKS).
 BOTTLENECK_WORDS = {
     "none": "not saturated: still scaling",
-    "compute": "saturated: compute-bound (prefill)",
-    "memory_bandwidth": "saturated: memory-bandwidth-bound (decode)",
+    "compute": "saturated: compute-bound (FLOP/s)",
+    "memory_bandwidth": "saturated: memory-bandwidth-bound (weights and KV reads)",
     "kv_capacity": "saturated: the KV cache is full",
     "scheduler_limit": "saturated: running requests pinned at the scheduler's cap",
     "frontend": "saturated: the API server (HTTP, tokenization) before the engine's queue",
     "client": "the load generator could not keep up: latencies are not the server's",
     "errors": "failing: failures crossed the threshold",
+    "unknown": "not judged, or saturated with no resource the evidence can name",
 }
 
 COLUMNS = (

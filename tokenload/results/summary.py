@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from tokenload import __version__
-from tokenload.analysis.diagnosis import diagnose_steps, find_knee
+from tokenload.analysis.judge import judge_steps
 from tokenload.analysis.oversaturation import waiting_trend
 from tokenload.metrics.aggregate import LLMStats, NameStats
 from tokenload.metrics.definitions import FORMULAS
@@ -26,6 +26,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "build_summary",
     "step_summaries",
+    "step_summary",
     "steps_csv",
 ]
 
@@ -53,6 +54,8 @@ _SERVER_KEYS = {
     "prompt_tokens": "prompt_tokens",
     "estimated_flops": "estimated_flops",
     "estimated_read_bytes": "estimated_read_bytes",
+    "iteration_tokens": "iteration_tokens",
+    "prefix_cache_hits": "prefix_cache_hits",
 }
 
 
@@ -76,7 +79,7 @@ def _pct(values: list[float], q: float) -> float | None:
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
-def _step(
+def step_summary(
     window: Any,
     stats: LLMStats | None,
     done: dict[str, float],
@@ -164,7 +167,7 @@ def step_summaries(ctx: Any) -> list[dict[str, Any]]:
         else:
             server = summarize_window(points, a, b) if points else None
         steps.append(
-            _step(
+            step_summary(
                 w,
                 tracker.stats.get(w.index),
                 tracker.done.get(w.index, empty),
@@ -180,16 +183,14 @@ def step_summaries(ctx: Any) -> list[dict[str, Any]]:
             steps[-1]["flags"].append("oversaturated")
     lost = list(getattr(ctx, "workers_lost", []))
     _flag_worker_loss(steps, lost)
-    verdicts = diagnose_steps(steps, peaks=ctx.config.gpu_peaks)
-    for step, verdict in zip(steps, verdicts, strict=True):
-        step["verdict"] = verdict
+    judge_steps(steps, peaks=ctx.config.gpu_peaks)
     return steps
 
 
 def build_summary(ctx: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The summary of a finished run from its run context (see plugin.RunContext)."""
     steps = step_summaries(ctx)
-    verdicts = [s["verdict"] for s in steps]
+    _, knee = judge_steps(steps, peaks=ctx.config.gpu_peaks)
     peaks = ctx.config.gpu_peaks
     lost = list(getattr(ctx, "workers_lost", []))
     return {
@@ -202,7 +203,7 @@ def build_summary(ctx: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
         "config": ctx.config.public_dict(),
         "formulas": FORMULAS,
         "steps": steps,
-        "knee": find_knee(steps, verdicts),
+        "knee": knee,
         "gpu_peaks": peaks,
         "totals": rows[-1] if rows else None,
         "workers": sorted(ctx.workers_seen) or ["local"],

@@ -153,15 +153,19 @@ def parse_page(text: str, reference: bool = False) -> ScrapeValues:
                         acc["c"] += value  # type: ignore[operator]
             else:
                 total = 0.0
-                found = False
+                found = 0
                 for name, labels, value in samples:
                     if name.endswith("_created"):
                         continue
                     if any(labels.get(k) != v for k, v in required.items()):
                         continue
                     total += value
-                    found = True
-                if found:
+                    found += 1
+                if found and quantity.name.endswith("_ratio"):
+                    # A ratio (KV usage) of several engines (data parallel: one series per
+                    # engine label) is their mean: two engines at 50 % are a cache at 50 %.
+                    out.scalars[quantity.name] = total / found
+                elif found:
                     out.scalars[quantity.name] = out.scalars.get(quantity.name, 0.0) + total
     for name, acc in hist_parts.items():
         buckets = sorted(acc["b"].items())  # type: ignore[union-attr]

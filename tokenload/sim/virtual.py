@@ -127,6 +127,21 @@ class VirtualDriver:
         self.timeline: list[StepSample] = []
         self._arrivals: list[tuple[float, int, str, RequestSpec, int | None]] = []
         self._seq = 0
+        self._timers: list[tuple[float, int, Callable[[float], None]]] = []
+        self._timer_seq = 0
+
+    def at(self, t_s: float, fn: Callable[[float], None]) -> None:
+        """Call ``fn(t_s)`` once the clock reaches ``t_s``: after every step that ended by then and
+        before the step running at that time completes (what a scrape at ``t_s`` would see).
+        ``fn`` may submit requests and set more timers."""
+        heapq.heappush(self._timers, (t_s, self._timer_seq, fn))
+        self._timer_seq += 1
+
+    def _fire(self, before_s: float, inclusive: bool) -> None:
+        timers = self._timers
+        while timers and (timers[0][0] <= before_s if inclusive else timers[0][0] < before_s):
+            t_s, _, fn = heapq.heappop(timers)
+            fn(t_s)
 
     def submit(self, at_s: float, spec: RequestSpec, client: int | None = None) -> str:
         """Schedule a request to arrive at ``at_s``; returns its id."""
@@ -162,11 +177,13 @@ class VirtualDriver:
         while True:
             if until_s is not None and self.now_s >= until_s:
                 break
+            self._fire(self.now_s, inclusive=True)
             self._admit_until(self.now_s)
             plan = engine.schedule(self.now_s)
             if plan is None:
-                if self._arrivals:
-                    self.now_s = max(self.now_s, self._arrivals[0][0])
+                nxt = [q[0][0] for q in (self._arrivals, self._timers) if q]
+                if nxt:
+                    self.now_s = max(self.now_s, min(nxt))
                     continue
                 if engine.has_work:
                     raise RuntimeError("engine has requests but cannot schedule any of them")
@@ -188,7 +205,9 @@ class VirtualDriver:
                         num_preemptions=plan.num_preemptions,
                     )
                 )
-            # Requests arriving while the step runs join the queue at their own time.
+            # Timers inside the step see the state of the steps before it; requests arriving while
+            # the step runs join the queue at their own time.
+            self._fire(end_s, inclusive=False)
             self._admit_until(end_s)
             outputs = engine.complete(plan, end_s)
             self.now_s = end_s

@@ -441,14 +441,13 @@ class LiveSeries:
             return self._verdict_steps
         self._verdict_key = key
         try:
-            from tokenload.analysis.diagnosis import diagnose_steps
+            from tokenload.analysis.judge import judge_steps
             from tokenload.results.summary import build_summary
 
             summary = build_summary(self.ctx, self.ctx.rows())
             done = {w.index for w in settled}
             steps = [s for s in summary["steps"] if s["index"] in done]
-            for s, verdict in zip(steps, diagnose_steps(steps, peaks=self.ctx.config.gpu_peaks), strict=True):
-                s["verdict"] = verdict
+            judge_steps(steps, peaks=self.ctx.config.gpu_peaks)
             self._verdict_steps = {s["index"]: s for s in steps}
             self._verdict_error = None
         except Exception as exc:  # the step table still shows without verdicts

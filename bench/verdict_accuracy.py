@@ -1,0 +1,246 @@
+"""How often tokenload's verdict names what really saturated the server (issue #15).
+
+A seeded random grid of scenarios (all built-in profiles, v0 and v1, KV caches from tight to
+roomy, max_num_seqs 2..1024, token budgets, prompt lengths 32..16k, output lengths 32..2k,
+prefix sharing on and off, closed-loop staircases and open-loop rate steps). Each scenario runs
+as a virtual sweep (the emulator in simulated time, /metrics parsed as a real server's, the
+client's records timed as a real run's); tokenload's judge decides each step from those alone;
+the oracle (tokenload.sim.oracle: counterfactual runs that read the emulator's internals) gives
+the truth at the top step's load, which is the step compared.
+
+    python bench/verdict_accuracy.py --scenarios 200 --seed 1 [--json] [--jobs 2]
+
+Prints a confusion matrix (oracle label x verdict), accuracy per label and overall, and every
+scenario judged wrong with the evidence its verdict quoted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import multiprocessing
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tokenload.analysis.judge import judge_steps
+from tokenload.sim.engine import (
+    EngineConfig,
+    SimEngine,
+)
+from tokenload.sim.oracle import judge_level
+from tokenload.sim.profile import list_profiles, load_profile
+from tokenload.sim.virtual import RequestSpec, run_closed_loop
+from tokenload.sim.virtual_sweep import VirtualSchedule, VirtualWorkload, virtual_sweep
+
+
+def _log_uniform(rng: random.Random, lo: float, hi: float) -> float:
+    return math.exp(rng.uniform(math.log(lo), math.log(hi)))
+
+
+def make_scenario(rng: random.Random, index: int) -> dict[str, Any]:
+    """One random scenario, as plain data (so it prints and reruns)."""
+    profile = rng.choice(list_profiles())
+    prof = load_profile(profile)
+    preset = rng.choice(["v1", "v0"])
+    prompt_mean = round(_log_uniform(rng, 32, 16384))
+    output_mean = round(_log_uniform(rng, 32, 2048))
+    shape = rng.choice(["fixed", "lognormal", "uniform"])
+    max_len = prof.model.max_model_len
+    prompt_mean = min(prompt_mean, max_len // 3)
+    output_mean = min(output_mean, max_len // 3)
+    if shape == "fixed":
+        prompt_spec, output_spec = str(prompt_mean), str(output_mean)
+    elif shape == "lognormal":
+        prompt_spec = f"lognormal:mean={prompt_mean},sigma=0.5"
+        output_spec = f"lognormal:mean={output_mean},sigma=0.5"
+    else:
+        prompt_spec = f"uniform:{max(1, prompt_mean // 2)}-{prompt_mean * 3 // 2}"
+        output_spec = f"uniform:{max(1, output_mean // 2)}-{output_mean * 3 // 2}"
+    need = prompt_mean * 2 + output_mean * 2 + 64  # room for the distributions' tails
+    max_model_len = min(max_len, 1 << math.ceil(math.log2(need)))
+    prefix = rng.random() < 0.3
+    config: dict[str, Any] = {
+        "preset": preset,
+        "max_model_len": max_model_len,
+        "max_num_seqs": rng.choice([2, 4, 8, 16, 32, 64, 128, 256, 256, 512, 1024]),
+        "enable_prefix_caching": prefix,
+        "seed": index,
+    }
+    if rng.random() < 0.6:  # a tight-to-roomy KV cache; else the profile's own size
+        per_request = prompt_mean + output_mean
+        config["num_gpu_blocks"] = math.ceil(
+            max(max_model_len * 1.05, per_request * _log_uniform(rng, 1, 200)) / 16
+        )
+    if rng.random() < 0.4:
+        budget = rng.choice([512, 1024, 2048, 4096, 8192, 16384])
+        config["max_num_batched_tokens"] = budget if preset == "v1" else max(budget, max_model_len)
+    workload = {
+        "prompt_tokens": prompt_spec,
+        "output_tokens": output_spec,
+        "prefix_tokens": round(prompt_mean * rng.uniform(0.3, 0.9)) if prefix else 0,
+        "prefix_groups": rng.choice([1, 2, 4, 8]),
+        "seed": index,
+    }
+    open_loop = rng.random() < 0.35
+    top = round(_log_uniform(rng, 2, 512))
+    levels = sorted({max(1, round(top / 2**k)) for k in range(5)})
+    return {
+        "index": index,
+        "profile": profile,
+        "config": config,
+        "workload": workload,
+        "open_loop": open_loop,
+        "levels": levels,
+    }
+
+
+def _unloaded_e2e_s(profile: str, config: EngineConfig, workload: VirtualWorkload) -> float:
+    """One request alone, to size steps and rates."""
+    from tokenload.sim.virtual_sweep import _Prompts
+
+    engine = SimEngine(profile, config)
+    prompts = _Prompts(workload)
+    specs: list[RequestSpec] = [prompts.make(engine.max_model_len) for _ in range(3)]
+    run = run_closed_loop(engine, 1, 3, lambda c, i: specs[i], record_timeline=False)
+    return max(r.e2e_s for r in run.requests)
+
+
+def run_scenario(sc: dict[str, Any]) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    config = EngineConfig(**sc["config"])
+    workload = VirtualWorkload(**sc["workload"])
+    e2e1 = _unloaded_e2e_s(sc["profile"], config, workload)
+    duration = min(90.0, max(20.0, 3 * e2e1))
+    levels = sc["levels"]
+    if sc["open_loop"]:
+        # Rates around what `levels` users would send back to back when unloaded.
+        rates = tuple(round(c / e2e1, 4) for c in levels)
+        schedule = VirtualSchedule(rates=rates, step_duration_s=duration, warmup=0.25, max_in_flight=4096)
+        top = {"rate_rps": rates[-1]}
+    else:
+        schedule = VirtualSchedule(concurrency=tuple(levels), step_duration_s=duration, warmup=0.25)
+        top = {"concurrency": levels[-1]}
+    sweep = virtual_sweep(sc["profile"], config, workload, schedule)
+    steps, _knee = judge_steps(sweep.steps)
+    verdict = steps[-1]["verdict"]
+    truth = judge_level(
+        sc["profile"],
+        config,
+        workload,
+        duration_s=max(40.0, 1.5 * duration),
+        warmup_s=max(10.0, 0.5 * duration),
+        **top,
+    )
+    return {
+        "index": sc["index"],
+        "scenario": sc,
+        "oracle": truth.label,
+        "oracle_secondary": truth.secondary,
+        "oracle_gains": {k: round(v, 3) for k, v in truth.gains.items()},
+        "oracle_doubling_gain": round(truth.doubled_throughput / truth.throughput - 1, 3)
+        if truth.throughput
+        else None,
+        "verdict": verdict["bottleneck"],
+        "decided_by": verdict.get("decided_by"),
+        "evidence": verdict["evidence"],
+        "seconds": round(time.perf_counter() - t0, 2),
+    }
+
+
+def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
+    labels = sorted({r["oracle"] for r in results} | {r["verdict"] for r in results})
+    confusion = {a: {b: 0 for b in labels} for a in labels}
+    for r in results:
+        confusion[r["oracle"]][r["verdict"]] += 1
+    per_label = {}
+    for a in sorted({r["oracle"] for r in results}):
+        mine = [r for r in results if r["oracle"] == a]
+        per_label[a] = {
+            "count": len(mine),
+            "accuracy": round(sum(r["verdict"] == a for r in mine) / len(mine), 3),
+        }
+    right = sum(r["verdict"] == r["oracle"] for r in results)
+    secondary = sum(r["verdict"] != r["oracle"] and r["verdict"] == r["oracle_secondary"] for r in results)
+    return {
+        "scenarios": len(results),
+        "overall_accuracy": round(right / len(results), 3) if results else None,
+        "verdict_is_oracle_secondary": secondary,
+        "per_label": per_label,
+        "confusion": confusion,
+        "wrong": [
+            {
+                k: r[k]
+                for k in (
+                    "index",
+                    "oracle",
+                    "oracle_secondary",
+                    "verdict",
+                    "decided_by",
+                    "oracle_gains",
+                    "oracle_doubling_gain",
+                    "evidence",
+                    "scenario",
+                )
+            }
+            for r in results
+            if r["verdict"] != r["oracle"]
+        ],
+        "seconds": round(sum(r["seconds"] for r in results), 1),
+    }
+
+
+def _print(summary: dict[str, Any], seed: int) -> None:
+    print(f"verdict accuracy: seed {seed}, {summary['scenarios']} scenarios, "
+          f"overall {summary['overall_accuracy']:.1%} ({summary['seconds']} s of simulation)")  # fmt: skip
+    labels = list(summary["confusion"])
+    width = max(len(x) for x in labels) + 2
+    print("\noracle \\ verdict".ljust(width + 1) + "".join(x[:10].rjust(11) for x in labels))
+    for a in labels:
+        print(a.ljust(width) + "".join(str(summary["confusion"][a][b]).rjust(11) for b in labels))
+    print(
+        "\nper oracle label: "
+        + ", ".join(f"{a} {v['accuracy']:.0%} of {v['count']}" for a, v in summary["per_label"].items())
+    )
+    print(f"verdict named the oracle's secondary: {summary['verdict_is_oracle_secondary']}")
+    print(f"\nwrong ({len(summary['wrong'])}):")
+    for w in summary["wrong"]:
+        sc = w["scenario"]
+        gain = w["oracle_doubling_gain"] or 0.0
+        print(f"  #{w['index']} oracle {w['oracle']} (2x load {gain:+.0%}; relax {w['oracle_gains']}) "
+              f"verdict {w['verdict']} by {w['decided_by']}: {sc['profile']} {sc['config']} {sc['workload']} "
+              f"{'rates' if sc['open_loop'] else 'users'} {sc['levels']}")  # fmt: skip
+        for e in w["evidence"][:4]:
+            print(f"      {e['metric']} = {e['value']} ({e['rule']})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--scenarios", type=int, default=200)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    rng = random.Random(args.seed)
+    scenarios = [make_scenario(rng, i) for i in range(args.scenarios)]
+    if args.jobs > 1:
+        with multiprocessing.get_context("fork").Pool(args.jobs) as pool:
+            results = pool.map(run_scenario, scenarios, chunksize=1)
+    else:
+        results = [run_scenario(s) for s in scenarios]
+    summary = summarize(results)
+    summary["seed"] = args.seed
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        _print(summary, args.seed)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

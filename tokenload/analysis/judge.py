@@ -1,0 +1,25 @@
+"""The one function that turns steps into judged steps: every step gets its verdict, the run its
+knee. ``summary.json``, the reports, the live page and the virtual sweep all call it, so they
+cannot disagree."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tokenload.analysis.diagnosis import diagnose_steps, find_knee
+from tokenload.analysis.thresholds import Thresholds
+
+__all__ = ["judge_steps"]
+
+
+def judge_steps(
+    steps: list[dict[str, Any]],
+    thresholds: Thresholds | None = None,
+    peaks: dict[str, float] | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """Set ``step["verdict"]`` on each of ``steps`` (in place) and return them with the knee.
+    ``peaks`` are the GPU's datasheet peaks, only when the user gave them (``--gpu-peaks``)."""
+    verdicts = diagnose_steps(steps, thresholds=thresholds, peaks=peaks)
+    for step, verdict in zip(steps, verdicts, strict=True):
+        step["verdict"] = verdict
+    return steps, find_knee(steps, verdicts)
