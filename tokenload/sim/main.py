@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "engine_setup", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -94,37 +94,46 @@ def _first_error(exc: ValidationError) -> str:
     return f"--{field.replace('_', '-')}: {err['msg']} (got {err.get('input')!r})"
 
 
+def engine_setup(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The profile and engine configuration the parsed emulator options describe (raises
+    ProfileError, ValidationError or ValueError on bad values)."""
+    from tokenload.sim.engine import EngineConfig
+    from tokenload.sim.profile import load_profile
+
+    profile = load_profile(args.profile) if args.profile else load_profile("a40-qwen2.5-7b")
+    cfg: dict[str, Any] = {"preset": args.preset, "seed": args.seed}
+    for name in (
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "num_gpu_blocks",
+        "max_model_len",
+        "block_size",
+        "gpu_memory_utilization",
+        "enable_prefix_caching",
+    ):
+        value = getattr(args, name)
+        if value is not None:
+            cfg[name] = value
+    if args.output_len:
+        cfg["output_len"] = _output_len(args.output_len)
+    return profile, EngineConfig(**cfg)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from tokenload.sim.profile import ProfileError, list_profiles, load_profile
+    from tokenload.sim.profile import ProfileError, list_profiles
 
     if args.list_profiles:
         for name in list_profiles():
             print(name)
         return 0
-    from tokenload.sim.engine import EngineConfig, SimEngine
+    from tokenload.sim.engine import SimEngine
     from tokenload.sim.faults import FaultConfig, FaultPlan
     from tokenload.sim.metrics import SimMetrics
 
     try:
-        profile = load_profile(args.profile) if args.profile else load_profile("a40-qwen2.5-7b")
-        cfg: dict[str, Any] = {"preset": args.preset, "seed": args.seed}
-        for name in (
-            "max_num_seqs",
-            "max_num_batched_tokens",
-            "num_gpu_blocks",
-            "max_model_len",
-            "block_size",
-            "gpu_memory_utilization",
-            "enable_prefix_caching",
-        ):
-            value = getattr(args, name)
-            if value is not None:
-                cfg[name] = value
-        if args.output_len:
-            cfg["output_len"] = _output_len(args.output_len)
-        config = EngineConfig(**cfg)
+        profile, config = engine_setup(args)
         faults = FaultConfig(
             http_500_rate=args.http_500_rate,
             http_429_rate=args.http_429_rate,

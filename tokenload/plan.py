@@ -1,0 +1,189 @@
+"""``tokenload plan``: predict a sweep in simulated time -- the emulator's engine driven as
+``tokenload sweep`` would drive it, its ``/metrics`` parsed as a real server's, every step judged
+by the same function as a real run. Seconds instead of minutes, no network; a prediction from an
+emulator profile, labelled as such.
+
+    tokenload plan --concurrency 1,8,32,128 --prompt-tokens 700 --output-tokens 50
+    tokenload plan --rate 1:16:x2 --sim-args "--profile h100-llama3.1-8b --max-num-seqs 64" --json
+    tokenload plan --concurrency 4,16,64 --out reports/plan-1 && tokenload report reports/plan-1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any, NoReturn
+
+__all__ = ["build_parser", "main"]
+
+PROG = "tokenload plan"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    load = p.add_mutually_exclusive_group(required=True)
+    load.add_argument("--concurrency", help="closed-loop users per step: 1,2,4 or 1:64:x2")
+    load.add_argument("--rate", help="open-loop Poisson requests/s per step: 0.5,1,2 or 1:16:x2")
+    p.add_argument(
+        "--sim-args", default="", help='the emulated server, as tokenload sim takes it: "--profile ..."'
+    )
+    p.add_argument("--prompt-tokens", default="256", help="prompt length spec (default 256)")
+    p.add_argument("--output-tokens", default="128", help="output length spec (default 128)")
+    p.add_argument("--prefix-tokens", type=int, default=0, help="a shared prompt prefix of N tokens")
+    p.add_argument("--prefix-groups", type=int, default=1, help="distinct shared prefixes (default 1)")
+    p.add_argument("--step-duration", type=float, default=30.0, help="seconds per step (default 30)")
+    p.add_argument("--warmup", type=float, default=0.2, help="fraction (< 1) or seconds left out per step")
+    p.add_argument("--max-in-flight", type=int, default=512, help="open loop: most requests in flight")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="print the prediction as one JSON object")
+    p.add_argument("--out", type=Path, default=None, help="write a run directory (summary.json, records)")
+    return p
+
+
+def _fail(message: str) -> NoReturn:
+    print(f"{PROG}: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from pydantic import ValidationError
+
+    from tokenload.analysis.judge import judge_steps
+    from tokenload.loadgen.steps import StepSpecError, parse_concurrency_list, parse_rate_list
+    from tokenload.sim import main as sim_main
+    from tokenload.sim.profile import ProfileError
+    from tokenload.sim.virtual_sweep import VirtualSchedule, VirtualWorkload, virtual_sweep
+    from tokenload.workload.errors import WorkloadError
+    from tokenload.workload.lengths import parse_length_spec
+
+    try:
+        levels = parse_concurrency_list(args.concurrency) if args.concurrency else None
+        rates = parse_rate_list(args.rate) if args.rate else None
+        parse_length_spec(args.prompt_tokens, "--prompt-tokens")
+        parse_length_spec(args.output_tokens, "--output-tokens")
+        schedule = VirtualSchedule(
+            concurrency=tuple(levels or ()),
+            rates=tuple(rates or ()),
+            step_duration_s=args.step_duration,
+            warmup=args.warmup,
+            max_in_flight=args.max_in_flight,
+        )
+    except (StepSpecError, WorkloadError, ValueError) as exc:
+        _fail(str(exc))
+    if args.prefix_tokens < 0 or args.prefix_groups < 1:
+        _fail("--prefix-tokens: expected >= 0 tokens, --prefix-groups >= 1")
+    sim_parser = sim_main.build_parser()
+    sim_parser.error = lambda message: _fail(f"--sim-args: {message}")  # type: ignore[method-assign]
+    try:
+        sim_args = sim_parser.parse_args(shlex.split(args.sim_args))
+        profile, config = sim_main.engine_setup(sim_args)
+    except ProfileError as exc:
+        _fail(f"--sim-args: {exc}")
+    except ValidationError as exc:
+        _fail(f"--sim-args: {sim_main._first_error(exc)}")
+    except ValueError as exc:
+        _fail(f"--sim-args: {exc}")
+    workload = VirtualWorkload(
+        args.prompt_tokens, args.output_tokens, args.prefix_tokens, args.prefix_groups, args.seed
+    )
+    t0 = time.perf_counter()
+    try:
+        sweep = virtual_sweep(profile, config, workload, schedule)
+    except ValueError as exc:
+        _fail(str(exc))
+    steps, knee = judge_steps(sweep.steps)
+    label = f"prediction: tokenload sim {args.sim_args or '--profile a40-qwen2.5-7b'} in simulated time"
+    out: dict[str, Any] = {
+        "prediction": {
+            "label": label,
+            "profile": profile.name,
+            "engine": config.model_dump(mode="json"),
+            "workload": {
+                "prompt_tokens": args.prompt_tokens,
+                "output_tokens": args.output_tokens,
+                "prefix_tokens": args.prefix_tokens,
+                "prefix_groups": args.prefix_groups,
+                "seed": args.seed,
+            },
+            "wall_s": round(time.perf_counter() - t0, 3),
+        },
+        "steps": steps,
+        "knee": knee,
+    }
+    if args.out is not None:
+        _write_run(args.out, out, sweep)
+    if args.json:
+        print(json.dumps(out, default=str))
+        return 0
+    print(label)
+    print(
+        f"{'step':>4} {'load':>10} {'out tok/s':>10} {'TTFT p50':>10} {'TPOT p50':>9}  verdict (decided by)"
+    )
+    for s in steps:
+        load = (
+            f"{s['concurrency']} users" if s["target_rate_rps"] is None else f"{s['target_rate_rps']:g} rps"
+        )
+        v = s["verdict"]
+        ttft, tpot = s["ttft_ms"]["p50"], s["tpot_ms"]["p50"]
+        print(
+            f"{s['index']:>4} {load:>10} {s['output_tokens_per_s']:>10.1f} "
+            f"{'-' if ttft is None else f'{ttft:.1f}':>10} {'-' if tpot is None else f'{tpot:.2f}':>9}  "
+            f"{v['bottleneck']} ({v['decided_by']})"
+        )
+    if knee:
+        last = knee["last_unsaturated_concurrency"] or knee["last_unsaturated_rate_rps"] or "-"
+        print(f"knee: step {knee['step']} ({knee['bottleneck']}); last unsaturated: {last}")
+    else:
+        print("knee: not reached: no saturated step the next load confirms")
+    print(f"({len(steps)} steps predicted in {out['prediction']['wall_s']:.2f} s)")
+    if args.out is not None:
+        print(f"run directory: {args.out} (tokenload report {args.out})")
+    return 0
+
+
+def _write_run(run_dir: Path, out: dict[str, Any], sweep: Any) -> None:
+    """A run directory that ``tokenload report`` reads: summary.json, requests.jsonl,
+    server_metrics.jsonl, with the prediction label in the summary."""
+    from tokenload import __version__
+    from tokenload.metrics.definitions import FORMULAS
+    from tokenload.results.summary import SCHEMA_VERSION
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    summary = {
+        "schema_version": SCHEMA_VERSION,
+        "tokenload_version": __version__,
+        "run_id": run_dir.name,
+        "host": None,
+        "started_at": 0.0,
+        "ended_at": sweep.windows[-1].end,
+        "config": {},
+        "formulas": FORMULAS,
+        "steps": out["steps"],
+        "knee": out["knee"],
+        "gpu_peaks": None,
+        "totals": None,
+        "workers": ["virtual"],
+        "workers_lost": [],
+        "search": None,
+        "scrape_failures": None,
+        "prediction": out["prediction"],
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str), encoding="utf-8")
+    with open(run_dir / "requests.jsonl", "w", encoding="utf-8") as fh:
+        for rec in sweep.records:
+            fh.write(json.dumps(rec) + "\n")
+    with open(run_dir / "server_metrics.jsonl", "w", encoding="utf-8") as fh:
+        for p in sweep.points:
+            hist = {k: {"b": h.buckets, "s": h.sum, "c": h.count} for k, h in p.histograms.items()}
+            fh.write(json.dumps({"t": p.t, "target": p.target, "ok": True, "ms": 0.0, "scalars": p.scalars,
+                                 "histograms": hist}) + "\n")  # fmt: skip
