@@ -39,8 +39,13 @@ def test_plan_predicts_steps_and_writes_a_run_the_report_reads(tmp_path: Path) -
 
 
 def test_plan_bad_input_is_one_line() -> None:
-    for args in (["--rate", "1,x"], ["--concurrency", "2", "--sim-args", "--profile nope"],
-                 ["--concurrency", "2", "--sim-args", "--max-num-seqs 0"], ["--concurrency", "2", "--prompt-tokens", "u:"]):  # fmt: skip
+    cases = [
+        ["--rate", "1,x"],
+        ["--concurrency", "2", "--sim-args", "--profile nope"],
+        ["--concurrency", "2", "--sim-args", "--max-num-seqs 0"],
+        ["--concurrency", "2", "--prompt-tokens", "u:"],
+    ]
+    for args in cases:
         out = _plan(*args)
         assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, (args, out.stderr)
         assert "Traceback" not in out.stderr
