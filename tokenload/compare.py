@@ -39,6 +39,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_TOLERANCE,
         help="relative change beyond which a worse metric is a regression (default 0.1 = 10 %%)",
     )
+    p.add_argument(
+        "--baseline-runs",
+        nargs="+",
+        default=[],
+        metavar="DIR",
+        help="further runs of DIR_A's configuration: how far they spread is the run-to-run noise to exceed",
+    )
     p.add_argument("--out", default=None, help="write the comparison here (.json: JSON; else markdown)")
     p.add_argument("--seed", type=int, default=0, help="the bootstrap's random seed (default 0)")
     p.add_argument(
@@ -53,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         if not 0 < args.confidence < 1:
             raise ValueError(f"--confidence: expected a share between 0 and 1, got {args.confidence:g}")
         a, b = load_run(Path(args.run_a)), load_run(Path(args.run_b))
+        extra = [load_run(Path(d)).summary for d in args.baseline_runs]
         comparison = compare_runs(
             a.summary,
             a.requests,
@@ -61,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
             tolerance=args.tolerance,
             confidence=args.confidence,
             seed=args.seed,
+            baselines=extra,
         )
     except (ReportError, ValueError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)

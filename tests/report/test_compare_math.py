@@ -1,7 +1,8 @@
 """The comparison's noise rule on synthetic runs (pure, fast, seeded): identical distributions
-are not flagged, a 30 % shift is; a big change on a handful of requests, a shift within the
-requests' own spread, a jitter-sized change and a client-bound step's rates are noise; a small
-real change is within tolerance."""
+are not flagged, a 30 % shift is; a 20 % TTFT slowdown on wide lognormal latencies (CV 0.5, 1.0)
+is, and 40 identical pairs raise at most 2 alarms; a big change on a handful of requests, a
+jitter-sized change and a client-bound step's rates are noise; run-to-run noise comes from
+repeated baseline runs; a small real change is within tolerance."""
 
 from __future__ import annotations
 
@@ -9,7 +10,14 @@ import numpy as np
 import pytest
 
 from tokenload.report.compare_math import compare_runs, render_markdown, request_samples
-from tokenload.report.noise import bootstrap_interval, count_variance, rate_interval, spread
+from tokenload.report.noise import (
+    bootstrap_interval,
+    count_variance,
+    rate_interval,
+    run_to_run_bound,
+    spread,
+    t_quantile,
+)
 
 
 def make_run(
@@ -158,15 +166,83 @@ def test_within_tolerance_or_within_noise_is_not_flagged() -> None:
     assert "too few samples" in ttft.flag
 
 
-def test_a_shift_within_the_requests_spread_is_not_a_regression() -> None:
+def test_run_to_run_noise_comes_from_repeated_runs() -> None:
     # What identical closed-loop runs did: TTFT p50 19.6 vs 26.2 ms at 8 users (the loop fell
-    # into another rhythm), each run's requests spread over ~14 ms. Many samples make the
-    # bootstrap interval exclude zero, yet the bulk of the requests overlap: not beyond noise.
+    # into another rhythm), each with a tight interval. One pair cannot tell that from a real
+    # change: flagged, with run-to-run noise reported as not measured ...
     a, ra = make_run(1, 130, ttft=19.6, ttft_cv=0.27)
     b, rb = make_run(2, 130, ttft=26.2, ttft_cv=0.2)
-    ttft = next(m for m in compare_runs(a, ra, b, rb).steps[0].changes if m.metric == "ttft_ms p50")
-    assert ttft.change > 0.25 and ttft.interval[0] > 0
-    assert ttft.spread > ttft.b - ttft.a and not ttft.beyond_noise and not ttft.regression
+    c = compare_runs(a, ra, b, rb)
+    ttft = next(m for m in c.steps[0].changes if m.metric == "ttft_ms p50")
+    assert ttft.change > 0.25 and ttft.regression and ttft.run_to_run is None
+    assert "run-to-run noise not measured" in render_markdown(c)
+    # ... and not flagged once repeated baseline runs show the configuration moves that much.
+    repeats = [make_run(s, 130, ttft=t, ttft_cv=0.25)[0] for s, t in ((3, 24.8), (4, 21.0), (5, 27.0))]
+    c = compare_runs(a, ra, b, rb, baselines=repeats)
+    ttft = next(m for m in c.steps[0].changes if m.metric == "ttft_ms p50")
+    assert ttft.run_to_run is not None and ttft.run_to_run[0] < ttft.b < ttft.run_to_run[1]
+    assert not ttft.regression and "from 4 baseline runs" in render_markdown(c)
+    # A change beyond the repeats' spread still is a regression.
+    b, rb = make_run(2, 130, ttft=45.0, ttft_cv=0.2)
+    assert "ttft_ms p50" in regressions(compare_runs(a, ra, b, rb, baselines=repeats))
+
+
+def _lognormal_run(seed: int, n: int, median: float, cv: float, drift: float = 0.0):
+    """A one-step run of n requests whose TTFT, TPOT and E2E are lognormal with the given CV (TPOT
+    and E2E independent of the planted TTFT change); ``drift`` moves the TTFT median linearly
+    through the step (requests that move together)."""
+    rng = np.random.default_rng(seed)
+    sigma = float(np.sqrt(np.log(1 + cv * cv)))
+    trend = 1 + drift * (np.arange(n) / n - 0.5)
+    ttft = median * trend * rng.lognormal(0, sigma, n)
+    tpot = 10.0 * rng.lognormal(0, sigma, n)
+    e2e = 900.0 * rng.lognormal(0, sigma, n)
+    records = [
+        {"step": 0, "phase": "measure", "status": "ok", "wall_start": float(i), "ttft_ms": float(a),
+         "tpot_ms": float(t), "e2e_ms": float(e), "itl_p50_ms": float(t), "itl_p99_ms": float(t * 3)}
+        for i, (a, t, e) in enumerate(zip(ttft, tpot, e2e, strict=True))
+    ]  # fmt: skip
+
+    def pcts(v: np.ndarray) -> dict:
+        return {"p50": float(np.quantile(v, 0.5)), "p99": float(np.quantile(v, 0.99))}
+
+    step = {"index": 0, "concurrency": 32, "target_rate_rps": None, "measured_s": 60.0,
+            "requests_per_s": n / 60, "output_tokens_per_s": n / 60 * 90, "ttft_ms": pcts(ttft),
+            "tpot_ms": pcts(tpot), "itl_ms": pcts(tpot), "e2e_ms": pcts(e2e), "flags": [],
+            "verdict": {"bottleneck": "none"}}  # fmt: skip
+    return {"run_id": str(seed), "steps": [step], "config": {}}, records
+
+
+@pytest.mark.parametrize("cv", [0.5, 1.0])
+def test_a_20_percent_ttft_slowdown_on_wide_lognormal_latencies_is_flagged(cv: float) -> None:
+    # Issue #16: the old rule (a change wider than the P10-P90 spread) could not flag even 3x.
+    a, ra = _lognormal_run(1, 1000, 200.0, cv)
+    b, rb = _lognormal_run(2, 1000, 240.0, cv)
+    assert "ttft_ms p50" in regressions(compare_runs(a, ra, b, rb, rounds=1000))
+
+
+def test_identical_configurations_rarely_raise_a_false_alarm() -> None:
+    # 40 pairs of runs of one configuration (lognormal, CV 0.3 to 1.0, 300 to 3,000 requests).
+    false_alarms = 0
+    for i in range(40):
+        cv, n = (0.3, 0.5, 0.8, 1.0)[i % 4], (300, 1000, 3000)[i % 3]
+        a, ra = _lognormal_run(1000 + 2 * i, n, 200.0, cv)
+        b, rb = _lognormal_run(1001 + 2 * i, n, 200.0, cv)
+        false_alarms += bool(compare_runs(a, ra, b, rb, seed=i, rounds=500).regressions)
+    assert false_alarms <= 2
+
+
+def test_requests_that_move_together_widen_the_interval() -> None:
+    a, ra = _lognormal_run(1, 1000, 200.0, 0.3, drift=0.8)
+    b, rb = _lognormal_run(2, 1000, 200.0, 0.3, drift=0.8)
+    iid_a, iid_ra = _lognormal_run(1, 1000, 200.0, 0.3)
+    iid_b, iid_rb = _lognormal_run(2, 1000, 200.0, 0.3)
+
+    def width(c) -> float:
+        m = next(m for m in c.steps[0].changes if m.metric == "ttft_ms p50")
+        return m.interval[1] - m.interval[0]
+
+    assert width(compare_runs(a, ra, b, rb)) > 1.5 * width(compare_runs(iid_a, iid_ra, iid_b, iid_rb))
 
 
 def test_steps_are_matched_by_load_and_differences_reported() -> None:
@@ -190,3 +266,11 @@ def test_tolerance_must_be_a_share() -> None:
     a, ra = make_run(1, 10)
     with pytest.raises(ValueError, match="--tolerance"):
         compare_runs(a, ra, a, ra, tolerance=-0.1)
+
+
+def test_run_to_run_bound_is_a_t_prediction_interval() -> None:
+    assert run_to_run_bound([5.0]) is None
+    lo, hi = run_to_run_bound([10.0, 12.0, 11.0, 13.0], confidence=0.95)
+    # mean 11.5, sd 1.29, t(0.975, 3) = 3.18 (Cornish-Fisher within 1 %), sqrt(1 + 1/4)
+    assert abs((hi - lo) / 2 - 3.18 * 1.291 * 1.118) < 0.1
+    assert abs(t_quantile(0.995, 1) - 63.657) < 0.01 and abs(t_quantile(0.975, 10) - 2.228) < 0.01

@@ -1,8 +1,8 @@
 """Comparing two runs step by step, and telling a change from run-to-run noise. Pure.
 
-Steps are matched by load: concurrency, or target rate for rate steps. For each matched step
-and each metric (TTFT/TPOT/ITL/E2E p50 and p99, output tokens/s, requests/s) the change is
-``B / A - 1`` of the figures in the two summary.json files.
+Steps are matched by load (concurrency, or target rate for rate steps) and prompt length. For
+each matched step and each metric (TTFT/TPOT/ITL/E2E p50 and p99, output tokens/s, requests/s)
+the change is ``B / A - 1`` of the figures in the two summary.json files.
 
 The rule (statistics in tokenload/report/noise.py). The samples of a step are the per-request
 values of its measured part in requests.jsonl (``step`` = its index, ``phase`` = ``measure``, ok
@@ -12,13 +12,18 @@ A latency percentile is a **regression** when all of these hold:
 
 1. it is worse (higher) in B by more than ``--tolerance`` (relative);
 2. sampling noise: the ``CONFIDENCE`` bootstrap interval of the change (seeded) lies entirely
-   above zero; a percentile with fewer than 5 samples beyond it a side (10 requests for p50,
-   500 for p99) is not judged;
-3. run-to-run noise: the difference exceeds the wider of the two runs' spreads (P90 - P10 of
-   the per-request values). Requests of one run are not independent: a closed loop settles into
-   a rhythm of arrivals, and identical configurations measured TTFT p50 at 8 users of 19.6 and
-   26.2 ms (+34 %) with tight bootstrap intervals each; only a change that moves the bulk of the
-   requests, not just their median, is taken as real. This is conservative on purpose;
+   above zero. Requests of one run are not independent (a closed loop settles into a rhythm of
+   arrivals; a step drifts): the interval is widened by the square root of each run's
+   correlation factor (noise.correlation_factor: batch medians in time order against the same
+   requests shuffled), so correlated requests count for fewer. A percentile with fewer than 5
+   samples beyond it a side (10 requests for p50, 500 for p99) is not judged;
+3. run-to-run noise, when repeated baseline runs are given (``--baseline-runs``): B lies outside
+   the prediction interval of the baseline runs' values (noise.run_to_run_bound). Identical
+   configurations can differ for real from run to run (TTFT p50 at 8 users of 19.6 and 26.2 ms
+   on the emulator, each with a tight interval): only repeats measure that, and without them the
+   comparison says it was not measured. Nothing here requires a change wider than the
+   distribution itself (an earlier rule asked for more than the P10-P90 spread of per-request
+   values, which no slowdown of a wide latency distribution could pass);
 4. it is above a jitter floor, ``JITTER_MS`` (2 ms for TTFT and E2E, single timestamps that each
    carry a scheduling delay of a shared host; 0.2 ms for the per-token TPOT and ITL).
 
@@ -28,7 +33,9 @@ steps) lies entirely below zero, and neither run was ``client_bound`` at the ste
 generator that cannot keep up sets a closed loop's pace itself (it cost one run 22 % of its
 throughput at 1 user on a busy 2-core machine), so such a step's rates are not judged.
 
-**Beyond noise** means 2-4 (latencies) or the interval (rates), whichever the direction. Both
+Steps are matched by load and workload (a context sweep's prompt length), so each step is
+compared with its own counterpart. **Beyond noise** means 2-4 (latencies) or the interval
+(rates), whichever the direction. Both
 halves are needed: identical configurations differ by a few percent for real (beyond noise,
 within tolerance), and small or correlated samples differ by a lot by chance.
 """
@@ -45,8 +52,10 @@ from tokenload.report.noise import (
     BOOTSTRAP_ROUNDS,
     CONFIDENCE,
     bootstrap_interval,
+    correlation_factor,
     count_variance,
     rate_interval,
+    run_to_run_bound,
     spread,
 )
 
@@ -73,23 +82,26 @@ _QUANTILE = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
 _INCIDENTAL_CONFIG = {"run_dir"}
 
 
-def step_key(step: dict[str, Any]) -> tuple[str, float] | None:
-    if step.get("concurrency") is not None:
-        return ("users", float(step["concurrency"]))
+def step_key(step: dict[str, Any]) -> tuple[str, float, str] | None:
+    """(unit, load, prompt length spec) of a step: its load, and the workload a context sweep varies."""
+    prompt = str(step.get("prompt_tokens") or "")
     if step.get("target_rate_rps") is not None:
-        return ("req/s", float(step["target_rate_rps"]))
+        return ("req/s", float(step["target_rate_rps"]), prompt)
+    if step.get("concurrency") is not None:
+        return ("users", float(step["concurrency"]), prompt)
     return None
 
 
-def _key_label(key: tuple[str, float]) -> str:
-    unit = "user" if key == ("users", 1.0) else key[0]
-    return f"{key[1]:g} {unit}"
+def _key_label(key: tuple[str, float, str]) -> str:
+    unit = "user" if key[:2] == ("users", 1.0) else key[0]
+    return f"{key[1]:g} {unit}" + (f", prompt {key[2]}" if key[2] else "")
 
 
 def request_samples(
     requests: list[dict[str, Any]], step_index: int, metric: str, quantile: str
 ) -> list[float]:
-    """Per-request values of a metric for the requests in the step's measured part."""
+    """Per-request values of a metric for the requests in the step's measured part, in the
+    order they started (``wall_start`` when recorded)."""
     name = {"itl_ms": f"itl_{quantile}_ms"}.get(metric, metric)
     out = []
     for r in requests:
@@ -97,8 +109,10 @@ def request_samples(
             continue
         v = r.get(name)
         if isinstance(v, int | float) and math.isfinite(v):
-            out.append(float(v))
-    return out
+            t = r.get("wall_start")
+            out.append((float(t) if isinstance(t, int | float) else 0.0, float(v)))
+    out.sort(key=lambda tv: tv[0])  # stable: records without a start keep their order
+    return [v for _, v in out]
 
 
 @dataclass(slots=True)
@@ -108,12 +122,14 @@ class MetricChange:
     b: float | None
     change: float | None  # b / a - 1
     interval: tuple[float, float] | None  # sampling (latencies) or counting (rates) noise of the change
-    spread: float | None  # latencies: the wider P90 - P10 of the two runs' per-request values
+    spread: float | None  # latencies: the wider P90 - P10 of the two runs' per-request values (shown)
     samples: tuple[int, int]  # per-request samples (latencies) or completions (rates)
     beyond_noise: bool
     worse: bool
     regression: bool
     not_judged: str | None = None  # why the noise could not be judged
+    #: Latencies: the baseline runs' prediction interval for one more run (--baseline-runs).
+    run_to_run: tuple[float, float] | None = None
 
     @property
     def flag(self) -> str:
@@ -158,6 +174,8 @@ class Comparison:
     only_a: list[str] = field(default_factory=list)
     only_b: list[str] = field(default_factory=list)
     config_diff: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    #: Further runs of A's configuration that measured run-to-run noise.
+    baseline_runs: int = 0
 
     @property
     def regressions(self) -> list[tuple[str, MetricChange]]:
@@ -187,6 +205,18 @@ def _change(a: float | None, b: float | None) -> float | None:
     return b / a - 1.0
 
 
+def _widen(
+    interval: tuple[float, float] | None, change: float | None, factor: float
+) -> tuple[float, float] | None:
+    """The interval's sides scaled by sqrt(factor) about the point change, in log space."""
+    if interval is None or factor <= 1.0 or change is None or change <= -1:
+        return interval
+    c = math.log1p(change)
+    k = math.sqrt(factor)
+    lo, hi = (math.log1p(max(v, -0.999999)) for v in interval)
+    return math.expm1(c - (c - lo) * k), math.expm1(c + (hi - c) * k)
+
+
 def _latency_change(
     name: str,
     metric: str,
@@ -196,6 +226,7 @@ def _latency_change(
     xb: list[float],
     interval: tuple[float, float] | None,
     tolerance: float,
+    run_to_run: tuple[float, float] | None = None,
 ) -> MetricChange:
     change = _change(a, b)
     wide = max((w for w in (spread(xa), spread(xb)) if w is not None), default=None)
@@ -203,19 +234,22 @@ def _latency_change(
     if interval is None:
         not_judged = "too few samples"
     diff = abs((b or 0.0) - (a or 0.0))
+    outside_runs = True
+    if run_to_run is not None and b is not None:
+        outside_runs = b > run_to_run[1] if (change or 0) > 0 else b < run_to_run[0]
     beyond = bool(
         change
         and interval is not None
         and ((change > 0 and interval[0] > 0) or (change < 0 and interval[1] < 0))
-        and wide is not None
-        and diff > wide
+        and outside_runs
         and diff > JITTER_MS.get(metric, 0.0)
     )
     worse = bool(change and change > 0)
     regression = bool(worse and beyond and change is not None and change > tolerance)
     return MetricChange(
-        name, a, b, change, interval, wide, (len(xa), len(xb)), beyond, worse, regression, not_judged
-    )
+        name, a, b, change, interval, wide, (len(xa), len(xb)), beyond, worse, regression, not_judged,
+        run_to_run,
+    )  # fmt: skip
 
 
 def _rate_change(
@@ -250,8 +284,10 @@ def compare_runs(
     confidence: float = CONFIDENCE,
     seed: int = 0,
     rounds: int = BOOTSTRAP_ROUNDS,
+    baselines: list[dict[str, Any]] | None = None,
 ) -> Comparison:
-    """Every step of A matched by load to a step of B, each metric judged by the module's rule."""
+    """Every step of A matched by load to a step of B, each metric judged by the module's rule.
+    ``baselines``: summaries of further runs of A's configuration (run-to-run noise)."""
     if not (tolerance >= 0 and math.isfinite(tolerance)):
         raise ValueError(f"--tolerance: expected a relative change >= 0 (0.1 = 10 %), got {tolerance:g}")
     rng = np.random.default_rng(seed)
@@ -268,9 +304,19 @@ def compare_runs(
             continue
         ia, ib = sa.get("index", 0), sb.get("index", 0)
         changes = []
+        repeats = [s for run in baselines or [] for s in run.get("steps") or [] if step_key(s) == key]
+        factors: dict[str, float] = {}
         for metric, quantile in LATENCY_METRICS:
             xa = request_samples(requests_a, ia, metric, quantile)
             xb = request_samples(requests_b, ib, metric, quantile)
+            if metric not in factors:
+                factors[metric] = max(correlation_factor(xa, rng), correlation_factor(xb, rng))
+            interval = _widen(
+                bootstrap_interval(xa, xb, _QUANTILE[quantile], rng, rounds, confidence),
+                _change(_value(sa, metric, quantile), _value(sb, metric, quantile)),
+                factors[metric],
+            )
+            runs = [v for st in [sa, *repeats] if (v := _value(st, metric, quantile)) is not None]
             changes.append(
                 _latency_change(
                     f"{metric} {quantile}",
@@ -279,8 +325,9 @@ def compare_runs(
                     _value(sb, metric, quantile),
                     xa,
                     xb,
-                    bootstrap_interval(xa, xb, _QUANTILE[quantile], rng, rounds, confidence),
+                    interval,
                     tolerance,
+                    run_to_run_bound(runs, confidence) if repeats else None,
                 )
             )
         # Completions behind each rate: requests/s x the measured seconds.
@@ -330,6 +377,7 @@ def compare_runs(
         only_a=[_key_label(k) for k in keys_a if k not in by_key_b],
         only_b=[_key_label(k) for k in by_key_b if k not in set(keys_a)],
         config_diff=diff,
+        baseline_runs=len(baselines or []),
     )
 
 
@@ -348,9 +396,14 @@ def render_markdown(c: Comparison) -> str:
     out = [f"# tokenload compare: A = {c.run_a}, B = {c.run_b}", ""]
     out.append(
         f"Change = B / A - 1. Noise: {100 * c.confidence:g} % interval of the change (bootstrap of "
-        f"per-request samples for latencies, seed {c.seed}; completion counts for rates) and, for "
-        f"latencies, a difference wider than both runs' P10-P90 spread of per-request values. A "
-        f"regression is worse by more than {100 * c.tolerance:g} % and beyond noise "
+        f"per-request samples for latencies, seed {c.seed}, widened where a run's requests move "
+        "together; completion counts for rates) and, "
+        + (
+            f"from {c.baseline_runs + 1} baseline runs, the run-to-run interval of one more run. "
+            if c.baseline_runs
+            else "run-to-run noise not measured (give repeated baseline runs: --baseline-runs DIR...). "
+        )
+        + f"A regression is worse by more than {100 * c.tolerance:g} % and beyond noise "
         "(the rule: tokenload/report/compare_math.py)."
     )
     out.append("")
@@ -364,13 +417,16 @@ def render_markdown(c: Comparison) -> str:
         verdict = f"{s.verdict_a} -> {s.verdict_b}" if s.verdict_changed else f"{s.verdict_a} (unchanged)"
         out += [f"## {s.label} (step {s.index_a} in A, {s.index_b} in B): verdict {verdict}", ""]
         out += [f"Note: {n}." for n in s.notes] + ([""] if s.notes else [])
-        out.append("| metric | A | B | change | noise interval | spread P10-P90 | samples A/B | flag |")
-        out.append("|---|---|---|---|---|---|---|---|")
+        out.append(
+            "| metric | A | B | change | noise interval | spread P10-P90 | run-to-run | samples A/B | flag |"
+        )
+        out.append("|---|---|---|---|---|---|---|---|---|")
         for m in s.changes:
             iv = "-" if m.interval is None else f"{_pct(m.interval[0])} .. {_pct(m.interval[1])}"
+            rr = "-" if m.run_to_run is None else f"{_num(m.run_to_run[0])} .. {_num(m.run_to_run[1])}"
             out.append(
                 f"| {m.metric} | {_num(m.a)} | {_num(m.b)} | {_pct(m.change)} | {iv} | {_num(m.spread)} | "
-                f"{m.samples[0]}/{m.samples[1]} | {m.flag} |"
+                f"{rr} | {m.samples[0]}/{m.samples[1]} | {m.flag} |"
             )
         out.append("")
     if c.only_a:

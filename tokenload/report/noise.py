@@ -4,6 +4,11 @@ judges with (the rule that combines them is in compare_math). Pure.
 * ``bootstrap_interval``: sampling noise of a percentile, from the per-request samples.
 * ``spread``: the width of the central 80 % of per-request values, the scale that run-level
   effects (a closed loop settling into a different rhythm of arrivals) move a percentile by.
+* ``correlation_factor``: how much requests of one run move together (a closed loop's rhythm,
+  a drift through the step), by batch medians in time order against the same data shuffled:
+  the bootstrap treats requests as independent, and this widens its interval when they are not.
+* ``run_to_run_bound``: how far a figure moves between repeated runs of one configuration, from
+  the runs themselves (a prediction interval, Student's t).
 * ``count_variance`` and ``rate_interval``: counting noise of a rate.
 """
 
@@ -19,11 +24,19 @@ __all__ = [
     "CONFIDENCE",
     "MIN_TAIL",
     "bootstrap_interval",
+    "correlation_factor",
     "count_variance",
     "min_samples",
     "rate_interval",
+    "run_to_run_bound",
     "spread",
+    "t_quantile",
 ]
+
+#: Batches of a run's requests (in time order) for ``correlation_factor``; each must hold at
+#: least ``BATCH_MIN`` requests, or the factor is 1 (not measurable).
+BATCHES = 10
+BATCH_MIN = 20
 
 CONFIDENCE = 0.99
 BOOTSTRAP_ROUNDS = 2000
@@ -116,3 +129,50 @@ def rate_interval(
     half = z * math.sqrt(var_a / na**2 + var_b / nb**2)
     center = math.log(rb / ra)
     return math.exp(center - half) - 1.0, math.exp(center + half) - 1.0
+
+
+def correlation_factor(values_in_order: list[float], rng: np.random.Generator, shuffles: int = 8) -> float:
+    """Variance of the batch medians of the requests in time order over that of the same
+    requests shuffled (>= 1; 1 without ``BATCHES x BATCH_MIN`` requests). Independent requests
+    give about 1; a run whose requests share a rhythm or drift gives more, and the sampling
+    interval of its percentiles is widened by the square root."""
+    n = len(values_in_order)
+    m = n // BATCHES
+    if m < BATCH_MIN:
+        return 1.0
+    x = np.asarray(values_in_order[: m * BATCHES], dtype=float)
+
+    def batch_var(v: np.ndarray) -> float:
+        return float(np.var(np.median(v.reshape(BATCHES, m), axis=1), ddof=1))
+
+    ordered = batch_var(x)
+    shuffled = float(np.mean([batch_var(rng.permutation(x)) for _ in range(shuffles)]))
+    if shuffled <= 0:
+        return 1.0
+    return float(min(25.0, max(1.0, ordered / shuffled)))
+
+
+def t_quantile(p: float, dof: int) -> float:
+    """Student's t quantile: exact for 1 and 2 degrees of freedom, Cornish-Fisher above."""
+    if dof == 1:
+        return math.tan(math.pi * (p - 0.5))
+    if dof == 2:
+        a = 2 * p - 1
+        return a * math.sqrt(2 / (1 - a * a))
+    z = NormalDist().inv_cdf(p)
+    g1 = (z**3 + z) / 4
+    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
+    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
+    return z + g1 / dof + g2 / dof**2 + g3 / dof**3
+
+
+def run_to_run_bound(values: list[float], confidence: float = CONFIDENCE) -> tuple[float, float] | None:
+    """Where one more run of the configuration whose repeated runs gave ``values`` falls, with
+    ``confidence``: mean +- t sd sqrt(1 + 1/k) (a prediction interval); None with fewer than 2."""
+    k = len(values)
+    if k < 2:
+        return None
+    mean = sum(values) / k
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (k - 1))
+    half = t_quantile(0.5 + confidence / 2, k - 1) * sd * math.sqrt(1 + 1 / k)
+    return mean - half, mean + half
