@@ -171,3 +171,16 @@ def test_replicas_refuse_what_cannot_be_planned() -> None:
     assert idle is not None
     with pytest.raises(ValueError, match="no requests"):
         replicas_needed(idle, Target("rps", 1.0))
+
+
+def test_capacity_reads_steps_in_load_order_after_a_knee_search() -> None:
+    # A knee search ran 4, 64, 16, 32 users (bisecting down from 64): 32 was fine, 64 saturated.
+    # In run order the old code stopped at 64 and said capacity 4 users.
+    sat = {"bottleneck": "compute", "saturated": True}
+    steps = [step(0, 4, 1, 1), step(1, 64, 1, 1, verdict=sat), step(2, 16, 1, 1), step(3, 32, 1, 1)]
+    cap = find_capacity(steps, None)
+    assert cap is not None and cap.load == 32 and cap.step_index == 3
+    slo = parse_slo("ttft_p95_ms=500")
+    steps = [step(0, 4, 100, 10), step(1, 64, 900, 10), step(2, 16, 200, 10), step(3, 32, 300, 10)]
+    cap = find_capacity(steps, slo)
+    assert cap is not None and cap.load == 32

@@ -5,8 +5,9 @@ What is computed, exactly:
 * A step **meets** the SLO when every listed percentile of the step (``summary.json``'s per-step
   ``ttft_ms.p95`` etc., over the requests that started in its measured part) is at or under its
   limit. That is a statement about the step's aggregate, not about each request.
-* The **capacity** is the highest load of the unbroken run of steps, from the first, that meet the
-  SLO: a step that passes above one that failed is noise, not capacity one can rely on.
+* The **capacity** is the highest load of the unbroken run of steps, from the lowest load up (in
+  order of load, not of running: a knee search bisects downwards), that meet the SLO: a step
+  that passes above one that failed is noise, not capacity one can rely on.
 * The **good share** of a step is the share of its measured requests (ok or failed; failed ones
   are never good) that individually met every per-request threshold: ``ttft_ms <= X``,
   ``tpot_ms <= Y``, ``e2e_ms <= Z`` whatever the SLO's percentile. ITL is a per-token quantity (a
@@ -233,6 +234,8 @@ def find_capacity(
     fails). Without: the last step whose verdict is not saturated, before the first saturated one."""
     if not steps:
         return None
+    # In order of load, whatever order the steps ran in (a knee search bisects downwards).
+    steps = sorted(steps, key=lambda s: step_load(s) or 0.0)
     chosen: int | None = None
     if slo is not None:
         for i, check in enumerate(check_steps(steps, slo)):
