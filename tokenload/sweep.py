@@ -21,7 +21,13 @@ import urllib.request
 from pathlib import Path
 from typing import Any, NoReturn
 
-from tokenload.loadgen.options import add_prometheus_arguments, add_step_arguments, length_spec
+from tokenload.loadgen.options import (
+    add_prometheus_arguments,
+    add_step_arguments,
+    gpu_peaks_type,
+    length_spec,
+    metrics_url_type,
+)
 from tokenload.loadgen.steps import (
     StepSpecError,
     parse_concurrency_list,
@@ -102,7 +108,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=1, help="worker processes; 0 runs one local process")
     p.add_argument("--out", default=None, help="run directory (default reports/<run-id>)")
     p.add_argument(
-        "--metrics-url", action="append", default=None, help="server /metrics to scrape (repeatable)"
+        "--metrics-url",
+        action="append",
+        default=None,
+        type=metrics_url_type,
+        help="server /metrics to scrape (repeatable)",
     )
     p.add_argument("--metrics-interval", type=float, default=1.0)
     p.add_argument(
@@ -111,7 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--gpu-peaks",
         default="",
-        help="the target GPU's peak FLOP/s,bytes/s (default: the emulator's profile)",
+        type=gpu_peaks_type,
+        help="the target GPU's peak FLOP/s,bytes/s (none by default: the analysis then decides from "
+        "the server's step times)",
     )
     return p
 

@@ -56,6 +56,9 @@ def _closed_port() -> int:
         (["--shape", "context", "--prompt-lengths", "121,x"], "--prompt-lengths: "),
         (["--knee-resolution", "x"], "--knee-resolution: expected a factor > 1, got 'x'"),
         (["--prometheus-url", "ftp://x"], "--prometheus-url: "),
+        (["--gpu-peaks", "bad"], "--gpu-peaks: expected FLOPS,BYTES_PER_S"),
+        (["--gpu-peaks", "1,-2"], "--gpu-peaks: expected positive numbers"),
+        (["--metrics-url", "ftp://x/metrics"], "--metrics-url: expected an http(s) URL"),
         (
             ["--prometheus-url", "http://127.0.0.1:9", "--prometheus-selector", "{job=}"],
             "--prometheus-selector: ",

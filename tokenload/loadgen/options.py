@@ -110,6 +110,7 @@ def add_arguments(parser: Any) -> None:
         "--metrics-url",
         action="append",
         default=None,
+        type=metrics_url_type,
         help="Server /metrics to scrape during the run, one per replica (repeatable or comma-separated); "
         "default: the host's /metrics",
     )
@@ -118,6 +119,7 @@ def add_arguments(parser: Any) -> None:
     g.add_argument(
         "--gpu-peaks",
         default="",
+        type=gpu_peaks_type,
         help="The target GPU's peak FLOP/s and memory bytes/s, e.g. 989e12,3.35e12 (H100 SXM, bf16): "
         "lets the analysis compare the server's estimated FLOPs and bytes against them",
     )
@@ -178,6 +180,26 @@ def add_prometheus_arguments(parser: Any) -> None:
     p.add_argument(
         "--exporter-host", default="0.0.0.0", help="Interface of --exporter-port (default: all, as in a pod)"
     )
+
+
+def gpu_peaks_type(text: str) -> str:
+    """argparse type of --gpu-peaks: FLOPS,BYTES_PER_S, both positive (checked before any load)."""
+    try:
+        _gpu_peaks(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--gpu-peaks: ")) from None
+    return text
+
+
+def metrics_url_type(text: str) -> str:
+    """argparse type of --metrics-url: http(s) URLs with a host, comma-separated."""
+    from urllib.parse import urlsplit
+
+    for url in (u.strip() for u in text.split(",")):
+        parts = urlsplit(url)
+        if url and (parts.scheme not in ("http", "https") or not parts.hostname):
+            raise argparse.ArgumentTypeError(f"expected an http(s) URL, got {url!r}")
+    return text
 
 
 def _checked(parse: Any, option: str) -> Any:
