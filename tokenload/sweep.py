@@ -196,6 +196,11 @@ def _locust_bin() -> str:
     return shutil.which("locust", path=str(Path(sys.executable).parent)) or "locust"
 
 
+#: Seconds the master waits for every worker to connect before it gives up (a worker that dies
+#: at start would otherwise hang the sweep; workers on this host connect within seconds).
+EXPECT_WORKERS_MAX_WAIT_S = 60
+
+
 def _run_locust(args: argparse.Namespace, host: str, run_dir: Path) -> int:
     locustfile = run_dir / "locustfile.py"
     user = "ChatUser" if args.endpoint == "chat" else "CompletionsUser"
@@ -219,8 +224,9 @@ def _run_locust(args: argparse.Namespace, host: str, run_dir: Path) -> int:
         return subprocess.call([*common, *load], env=env)
     port = _free_port()
     master = subprocess.Popen(
+        # A worker that dies at start must not hang the sweep: the master gives up after a minute.
         [*common, *load, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-         "--expect-workers", str(args.workers)],
+         "--expect-workers", str(args.workers), "--expect-workers-max-wait", str(EXPECT_WORKERS_MAX_WAIT_S)],
         env=env,
     )  # fmt: skip
     workers = [
