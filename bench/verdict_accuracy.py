@@ -9,6 +9,11 @@ the oracle (tokenload.sim.oracle: counterfactual runs that read the emulator's i
 the truth at the top step's load, which is the step compared.
 
     python bench/verdict_accuracy.py --scenarios 200 --seed 1 [--json] [--jobs 2]
+    python bench/verdict_accuracy.py --http 20 --seed 1     # real sweeps over HTTP vs virtual
+
+``--http N``: N scenarios of the grid (without prefix sharing, small enough to run in real time)
+also run as real ``tokenload sweep``s against ``tokenload sim`` with the same engine settings;
+prints how often the real measurement path's per-step verdicts equal the virtual sweep's.
 
 Prints a confusion matrix (oracle label x verdict), accuracy per label and overall, and every
 scenario judged wrong with the evidence its verdict quoted.
@@ -153,6 +158,86 @@ def run_scenario(sc: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _sim_args(sc: dict[str, Any]) -> str:
+    cfg = sc["config"]
+    words = ["--profile", sc["profile"], "--preset", cfg["preset"], "--seed", str(cfg["seed"])]
+    for key in ("max_model_len", "max_num_seqs", "num_gpu_blocks", "max_num_batched_tokens"):
+        if cfg.get(key) is not None:
+            words += ["--" + key.replace("_", "-"), str(cfg[key])]
+    if cfg.get("enable_prefix_caching"):
+        words.append("--enable-prefix-caching")
+    return " ".join(words)
+
+
+def run_http(sc: dict[str, Any], duration: float) -> dict[str, Any]:
+    """The scenario as a real sweep over HTTP and as a virtual sweep, step by step."""
+    import subprocess
+    import tempfile
+
+    config = EngineConfig(**sc["config"])
+    workload = VirtualWorkload(**sc["workload"])
+    levels = sc["levels"][-3:]
+    e2e1 = _unloaded_e2e_s(sc["profile"], config, workload)
+    load_args: list[str]
+    if sc["open_loop"]:
+        rates = tuple(round(c / e2e1, 4) for c in levels)
+        schedule = VirtualSchedule(rates=rates, step_duration_s=duration, warmup=0.25)
+        load_args = ["--shape", "rate", "--rate", ",".join(str(r) for r in rates)]
+    else:
+        schedule = VirtualSchedule(concurrency=tuple(levels), step_duration_s=duration, warmup=0.25)
+        load_args = ["--concurrency", ",".join(str(c) for c in levels)]
+    virtual, _ = judge_steps(virtual_sweep(sc["profile"], config, workload, schedule).steps)
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = Path(tmp) / "run"
+        cmd = [sys.executable, "-m", "tokenload", "sweep", *load_args, "--step-duration", str(duration),
+               "--warmup", "0.25", "--prompt-tokens", sc["workload"]["prompt_tokens"],
+               "--output-tokens", sc["workload"]["output_tokens"], "--workers", "0",
+               "--metrics-interval", "1", "--out", str(run_dir), "--sim-args", _sim_args(sc)]  # fmt: skip
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=duration * len(levels) + 600)
+        if proc.returncode != 0:
+            return {"index": sc["index"], "error": (proc.stderr or proc.stdout)[-400:]}
+        real = json.loads((run_dir / "summary.json").read_text())["steps"]
+    return {
+        "index": sc["index"],
+        "virtual": [s["verdict"]["bottleneck"] for s in virtual],
+        "http": [s["verdict"]["bottleneck"] for s in real],
+        "http_flags": [s["flags"] for s in real],
+    }
+
+
+def main_http(n: int, seed: int, duration: float, as_json: bool) -> int:
+    rng = random.Random(seed)
+    picked = []
+    i = 0
+    while len(picked) < n and i < 20 * n:
+        sc = make_scenario(rng, i)
+        i += 1
+        small = max(sc["levels"]) <= 128 and not sc["workload"]["prefix_tokens"]
+        e2e1 = _unloaded_e2e_s(sc["profile"], EngineConfig(**sc["config"]), VirtualWorkload(**sc["workload"]))
+        if small and e2e1 * 3 < duration:
+            picked.append(sc)
+    results = [run_http(sc, duration) for sc in picked]
+    steps = [(v, h) for r in results if "http" in r for v, h in zip(r["virtual"], r["http"], strict=False)]
+    same = sum(v == h for v, h in steps)
+    out = {
+        "scenarios": len(picked),
+        "failed_runs": [r for r in results if "error" in r],
+        "steps": len(steps),
+        "steps_agreeing": same,
+        "agreement": round(same / len(steps), 3) if steps else None,
+        "scenarios_agreeing": sum(r.get("virtual") == r.get("http") for r in results if "http" in r),
+        "results": results,
+    }
+    if as_json:
+        print(json.dumps(out))
+    else:
+        print(f"over HTTP vs virtual: {same}/{len(steps)} steps agree ({out['agreement']}); "
+              f"{out['scenarios_agreeing']}/{len(picked)} scenarios agree on every step")  # fmt: skip
+        for r in results:
+            print(f"  #{r['index']}: virtual {r.get('virtual')} http {r.get('http')} {r.get('error', '')}")
+    return 0
+
+
 def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
     labels = sorted({r["oracle"] for r in results} | {r["verdict"] for r in results})
     confusion = {a: {b: 0 for b in labels} for a in labels}
@@ -225,7 +310,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scenarios", type=int, default=200)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--http", type=int, default=0, help="run N scenarios over HTTP too (real sweeps)")
+    ap.add_argument("--http-step-duration", type=float, default=20.0)
     args = ap.parse_args(argv)
+    if args.http:
+        return main_http(args.http, args.seed, args.http_step_duration, args.json)
     rng = random.Random(args.seed)
     scenarios = [make_scenario(rng, i) for i in range(args.scenarios)]
     if args.jobs > 1:
