@@ -361,7 +361,8 @@ def main(argv: list[str] | None = None) -> int:
             sim.stop()
     summary_path = run_dir / "summary.json"
     if summary_path.exists():
-        from tokenload.report import ReportError, write_reports
+        from tokenload.report.rundir import ReportError
+        from tokenload.report.writer import write_reports
 
         try:
             report_html = write_reports(run_dir).report_html

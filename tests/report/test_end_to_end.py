@@ -17,8 +17,9 @@ import yaml
 
 from tests.conftest import ROOT
 from tokenload.analysis.diagnosis import ADVICE
-from tokenload.report import parse_slo, write_reports
+from tokenload.report.capacity import parse_slo
 from tokenload.report.charts import CHART_KEYS
+from tokenload.report.writer import write_reports
 from tokenload.sim.costmodel import CostModel
 from tokenload.sim.profile import load_profile
 

@@ -4,10 +4,7 @@ and capacity planning, and the maths of comparing two runs (``tokenload compare`
 Layout: ``rundir`` reads, ``writer`` writes; everything between is pure: ``frames`` (parquet
 tables), ``capacity`` (SLO, capacity, replicas), ``model`` (what a report says), ``tables``,
 ``charts`` and ``svg`` (what it shows), ``markdown`` and ``html`` (how), ``compare_math``.
+
+Nothing is imported here: ``tokenload.report.capacity`` and the other pure modules load without
+pandas or pyarrow (``writer`` alone needs them).
 """
-
-from tokenload.report.capacity import SLO, parse_slo
-from tokenload.report.rundir import ReportError
-from tokenload.report.writer import ReportPaths, write_reports
-
-__all__ = ["SLO", "ReportError", "ReportPaths", "parse_slo", "write_reports"]

@@ -12,8 +12,6 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from tokenload.servermetrics.vocabulary import FAMILY_INDEX
 
 __all__ = ["HistogramState", "ParseError", "ScrapeValues", "parse_page"]
@@ -116,6 +114,8 @@ def _fast_families(text: str) -> dict[str, list[tuple[str, dict[str, str], float
 
 def _reference_families(text: str) -> dict[str, list[tuple[str, dict[str, str], float]]]:
     """The same through prometheus_client's parser: the reference the fast path is tested against."""
+    from prometheus_client.parser import text_string_to_metric_families  # only the reference path
+
     try:
         families = list(text_string_to_metric_families(_relevant_lines(text)))
     except (ValueError, TypeError, IndexError) as exc:
