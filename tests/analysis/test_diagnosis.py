@@ -130,6 +130,7 @@ def test_a_step_with_a_lost_worker_is_not_judged_as_saturation() -> None:
     assert verdicts[1]["bottleneck"] == "unknown" and not verdicts[1]["saturated"]
     assert verdicts[1]["decided_by"] == "flag"
     assert verdicts[2]["bottleneck"] == "none"  # compared with the step below the lost one
+    assert find_knee(steps, verdicts) is None  # the lost worker's dip is no knee
 
 
 def test_running_that_grows_with_the_load_is_no_scheduler_cap() -> None:

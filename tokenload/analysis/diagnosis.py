@@ -616,7 +616,13 @@ def find_knee(steps: list[dict[str, Any]], verdicts: list[dict[str, Any]]) -> di
     too (one noisy step that the next load contradicts is not the knee), the highest-load
     unsaturated step below it, and what ran out."""
     last_good = None
-    order = [i for i in _by_load(steps) if verdicts[i]["bottleneck"] != "client"]
+    # Steps not judged as the server's (the client could not keep up, a worker was lost) are skipped.
+    order = [
+        i
+        for i in _by_load(steps)
+        if verdicts[i]["bottleneck"] != "client"
+        and not (verdicts[i]["bottleneck"] == "unknown" and not verdicts[i]["saturated"])
+    ]
     for pos, i in enumerate(order):
         v = verdicts[i]
         nxt = verdicts[order[pos + 1]]["bottleneck"] if pos + 1 < len(order) else None
