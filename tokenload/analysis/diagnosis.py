@@ -506,7 +506,8 @@ def _frontend(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> list[di
     ttft = _g(step, "server", "ttft_ms", "mean")
     queue = _g(step, "server", "queue_time_ms", "mean")
     prefill_t = _g(step, "server", "prefill_time_ms", "mean")
-    conc = step.get("concurrency")
+    # Closed loop only: a rate step's "concurrency" is its pool of users, not the load.
+    conc = step.get("concurrency") if sig.closed_loop else None
     if not (
         ttft
         and queue is not None
