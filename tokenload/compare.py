@@ -12,8 +12,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import NoReturn
 
+from tokenload.cli_args import OneLineParser
 from tokenload.report.compare_math import CONFIDENCE, DEFAULT_TOLERANCE, compare_runs, render_markdown
 from tokenload.report.rundir import ReportError, load_run
 
@@ -22,15 +22,8 @@ __all__ = ["build_parser", "main"]
 PROG = "tokenload compare"
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line (no usage block) with exit status 2."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message}\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = OneLineParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run_a", metavar="DIR_A", help="the baseline run directory")
     p.add_argument("run_b", metavar="DIR_B", help="the run under test")
     p.add_argument(

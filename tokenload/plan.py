@@ -18,18 +18,15 @@ import time
 from pathlib import Path
 from typing import Any, NoReturn
 
+from tokenload.cli_args import OneLineParser
+
 __all__ = ["build_parser", "main"]
 
 PROG = "tokenload plan"
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message}\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = OneLineParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     load = p.add_mutually_exclusive_group(required=True)
     load.add_argument("--concurrency", help="closed-loop users per step: 1,2,4 or 1:64:x2")
     load.add_argument("--rate", help="open-loop Poisson requests/s per step: 0.5,1,2 or 1:16:x2")

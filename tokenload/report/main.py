@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import NoReturn
 
 from tokenload.analysis.thresholds import Thresholds
+from tokenload.cli_args import OneLineParser
 from tokenload.report.capacity import DEFAULT_HEADROOM, SLOError, Target, parse_slo
 from tokenload.report.markdown import capacity_lines
 from tokenload.report.model import build_model
@@ -24,15 +24,8 @@ __all__ = ["build_parser", "main", "parse_thresholds"]
 PROG = "tokenload report"
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line (no usage block) with exit status 2."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message}\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = OneLineParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run_dir", metavar="DIR", help="a run directory (with summary.json)")
     p.add_argument("--slo", default=None, help="latency SLO, e.g. ttft_p95_ms=1000,tpot_p95_ms=50")
     target = p.add_mutually_exclusive_group()
