@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from tokenload import __version__
+from tokenload.analysis.diagnosis import find_knee
 from tokenload.analysis.judge import judge_steps
 from tokenload.analysis.oversaturation import waiting_trend
 from tokenload.metrics.aggregate import LLMStats, NameStats
@@ -190,7 +191,7 @@ def step_summaries(ctx: Any) -> list[dict[str, Any]]:
 def build_summary(ctx: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The summary of a finished run from its run context (see plugin.RunContext)."""
     steps = step_summaries(ctx)
-    _, knee = judge_steps(steps, peaks=ctx.config.gpu_peaks)
+    knee = find_knee(steps, [s["verdict"] for s in steps])  # step_summaries judged them
     peaks = ctx.config.gpu_peaks
     lost = list(getattr(ctx, "workers_lost", []))
     return {
