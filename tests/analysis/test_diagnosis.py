@@ -178,6 +178,19 @@ def test_client_and_errors_come_first() -> None:
     assert "http_5xx" in v["evidence"][0]["rule"]
 
 
+def test_a_queue_growing_past_a_lagging_client_is_still_saturation() -> None:
+    # The client fell behind (client_bound) yet the server's queue grew through the step: the
+    # server could not keep up even with less than the asked load.
+    lagging = step(64, 120, run=2, run_max=2, wait=30, flags=["client_bound", "oversaturated"])
+    lagging["waiting_trend"] = {"per_s": 12.0, "oversaturated": True}
+    v = diagnose_steps([step(2, 100, run=2, run_max=2), lagging])[1]
+    assert v["saturated"] and v["bottleneck"] not in ("client", "none")
+    assert v["decided_by"] == "requests_waiting trend"
+    # Lagging alone, or a lagging client with a settled queue, is the client's.
+    settled = step(64, 120, flags=["client_bound"])
+    assert names([step(2, 100), settled]) == ["none", "client"]
+
+
 def test_thresholds_are_overridable() -> None:
     steps = [step(1, 100), step(2, 150)]  # efficiency 0.5
     assert names(steps) == ["none", "none"]

@@ -74,3 +74,14 @@ def test_a_ratio_of_several_engines_is_their_mean_not_their_sum() -> None:
     vals = parse_page(page)
     assert abs(vals.scalars["kv_cache_usage_ratio"] - 0.475) < 1e-9  # was 0.95: a false kv_capacity
     assert vals.scalars["requests_running"] == 7
+
+
+def test_short_prompts_plateau_on_compute_in_simulated_time() -> None:
+    # The workload of tests/sim_http/test_saturation.py::test_compute_bound_short_prompts, whose
+    # HTTP ratios also depend on the client keeping up: here only the engine decides them.
+    workload = VirtualWorkload("160", "48", seed=0)
+    steps = _judged(workload, (16, 64, 256), duration=10.0)
+    rates = [s["output_tokens_per_s"] for s in steps]
+    assert rates[1] / rates[0] > 2.5 and rates[2] / rates[1] < 2.0, rates
+    assert max(s["server"]["kv_cache_usage_ratio"]["max"] for s in steps) < 0.2
+    assert steps[2]["verdict"]["bottleneck"] == "compute", steps[2]["verdict"]["evidence"]

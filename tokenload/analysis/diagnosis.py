@@ -359,6 +359,27 @@ def _rule_client(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> tupl
     return "client", ev
 
 
+def _rule_queue_grew(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> tuple[str, list[dict]] | None:
+    """A lagging client that still saw the server's queue grow: the client can only have offered
+    less than was asked, so a queue that grows through the step (scraped from /metrics, no client
+    timing) shows the server saturated whatever the client's lag; the resource is judged from the
+    server's figures as for any step."""
+    flags = step.get("flags") or []
+    if "client_bound" not in flags or "oversaturated" not in flags:
+        return None
+    found = _rule_saturated(sig, step, th)
+    if found is None or found[0] == "none":
+        return None
+    trend = step.get("waiting_trend") or {}
+    head = _ev(
+        "requests_waiting trend",
+        trend.get("per_s"),
+        "requests/s: the server's queue grew through the step although the client was behind "
+        "(client_bound): saturated; client-side latencies of this step are not the server's",
+    )
+    return found[0], [head, *found[1]]
+
+
 def _rule_worker_lost(
     sig: StepSignals, step: dict[str, Any], th: Thresholds
 ) -> tuple[str, list[dict]] | None:
@@ -536,6 +557,7 @@ def _frontend(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> list[di
 
 #: The rules in the order they are tried; the first that decides gives the verdict.
 RULES: tuple[tuple[str, Rule], ...] = (
+    ("server queue grew past a lagging client", _rule_queue_grew),
     ("client_bound flag", _rule_client),
     ("worker_lost flag", _rule_worker_lost),
     ("failed share", _rule_errors),
