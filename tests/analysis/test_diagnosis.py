@@ -211,6 +211,8 @@ SCENARIOS = [
     ("--profile h100-llama3.1-8b --num-gpu-blocks 400 --max-model-len 4096", "1,4,16", 1300, 200,
      ["none", "memory_bandwidth", "kv_capacity"]),
     ("--profile h100-llama3.1-8b --max-num-seqs 4", "2,16", 20, 64, ["none", "scheduler_limit"]),
+    # Two workers share the 256 streams: one local process reached a loop lag p95 of 11 ms at
+    # 256 on the CI machine (flagged client_bound, rightly not judged).
     ("--profile a40-qwen2.5-7b", "8,32,256", 160, 48, ["none", "none", "compute"]),
     # 128 users, not 256: at 256 streams the one local client's loop lag p95 reached 10.1 ms on a
     # quiet clean clone (flagged client_bound, rightly not judged); the oracle and the virtual
@@ -234,10 +236,11 @@ def test_emulator_regimes_get_the_right_verdicts(
         lengths = ["--workload", str(Path(__file__).parent / words)]
     # Decode-bound requests last ~20 s: longer steps, and the server's token counter for throughput.
     step_s = "15" if isinstance(words, str) else "6"
+    workers = "2" if conc.endswith(",256") else "0"
     proc = subprocess.run(
         [
             sys.executable, "-m", "tokenload", "sweep", "--concurrency", conc, "--step-duration", step_s,
-            "--warmup", "2", *lengths, "--workers", "0",
+            "--warmup", "2", *lengths, "--workers", workers,
             "--out", str(run_dir), "--metrics-interval", "1", "--sim-args", sim_args,
         ],
         cwd=ROOT, capture_output=True, text=True, timeout=300,

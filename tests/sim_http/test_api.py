@@ -76,6 +76,20 @@ def test_prompt_forms(sim_url: str) -> None:
     assert out["usage"]["completion_tokens"] == 4
 
 
+def test_token_id_prompts_use_the_models_whole_vocabulary(sim_url: str) -> None:
+    # vllm bench serve's random dataset sends ids drawn from the model's vocabulary (Llama 3.1:
+    # 128,256 ids), not the byte tokenizer's 259: each is one token.
+    card = http_json(sim_url + "/v1/models")[1]["data"][0]
+    assert card["tokenizer"] == {"text": "bytes", "vocab_size": 128256}
+    ids = [1000, 50_000, 128_255, 65]
+    status, out = http_json(sim_url + "/v1/completions", {"prompt": ids, "max_tokens": 2})
+    assert status == 200 and out["usage"]["prompt_tokens"] == 4
+    status, detok = http_json(sim_url + "/detokenize", {"tokens": ids})
+    assert status == 200 and detok["prompt"] == "<|1000|><|50000|><|128255|>A"
+    status, err = http_json(sim_url + "/v1/completions", {"prompt": [128_256], "max_tokens": 2})
+    assert status == 400 and "[0, 128256)" in err["error"]["message"]
+
+
 @pytest.mark.parametrize(
     ("body", "status", "needle"),
     [

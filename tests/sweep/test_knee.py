@@ -66,3 +66,23 @@ def test_the_time_budget_starts_no_step_that_would_overrun_it(tmp_path: Path) ->
     # Locust ticks a shape once a second: the budget holds to that tick.
     assert s["steps"][-1]["end"] - s["steps"][0]["start"] <= 7.5 + 1.05
     assert "--time-budget" in s["search"]["stop_reason"]
+
+
+def test_each_step_is_judged_on_every_request_of_its_measured_part(tmp_path: Path) -> None:
+    # 200-token outputs take about 1.6 s: when a 4 s probe step (1 s warm-up) ends, a request
+    # started in its measured part is still streaming for most users. The decision waits for
+    # them (through a worker's reports), so what the knee search saw is what summary.json reports.
+    run_dir = tmp_path / "run"
+    out = sweep(
+        "--shape", "knee", "--knee-start", "4", "--knee-factor", "4", "--knee-max", "16",
+        "--step-duration", "8", "--probe-duration", "4", "--warmup", "1",
+        "--prompt-tokens", "32", "--output-tokens", "200", "--workers", "1", "--out", str(run_dir),
+        "--sim-args", "--profile h100-llama3.1-8b",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    s = _summary(run_dir)
+    probes, steps = s["search"]["probes"], s["steps"]
+    assert [p["concurrency"] for p in probes] == [st["concurrency"] for st in steps] == [4, 16]
+    for probe, step in zip(probes, steps, strict=True):
+        assert probe["unfinished_at_decision"] == 0 and step["unfinished_at_decision"] == 0
+        assert probe["requests_ok"] == step["requests"]["ok"] > 0, (probe, step["requests"])

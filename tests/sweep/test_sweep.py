@@ -85,7 +85,7 @@ def test_staircase_against_the_emulator(tmp_path: Path, workers: int) -> None:
     )  # fmt: skip
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["schema_version"] == 1
+    assert summary["schema_version"] == 2
     steps = summary["steps"]
     assert [s["concurrency"] for s in steps] == [1, 8]
     for s in steps:

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from tokenload.serving.process import ServerProcess
-from tokenload.workload.errors import WorkloadError
+from tokenload.workload.errors import PromptCountError, WorkloadError
 from tokenload.workload.frames import Chat
 from tokenload.workload.maker import PromptMaker
 from tokenload.workload.prefix import SharedPrefixes, requested_hit_rate
@@ -86,6 +86,27 @@ def test_failures_are_one_line(server: FakeServer, message: str) -> None:
     with pytest.raises(WorkloadError) as e:
         TokenizeClient(server, "m")("x")
     assert str(e.value) == message
+
+
+@pytest.mark.parametrize(
+    ("server", "passing"),
+    [
+        (FakeServer(exc=ConnectionRefusedError(111, "Connection refused")), True),
+        (FakeServer(exc=TimeoutError()), True),
+        (FakeServer(429, b"{}"), True),
+        (FakeServer(503, b"{}"), True),
+        (FakeServer(500, b"{}"), True),
+        (FakeServer(404, b"{}"), False),
+        (FakeServer(400, b"{}"), False),
+        (FakeServer(200, b"not json"), False),
+    ],
+)
+def test_failures_that_may_pass_fail_the_prompt_the_rest_the_run(server: FakeServer, passing: bool) -> None:
+    # A busy server (429, 5xx, unreachable, a timeout) fails the prompt being counted; an endpoint
+    # that is missing or answers nonsense is a set-up error that ends the run with one line.
+    with pytest.raises(WorkloadError) as e:
+        TokenizeClient(server, "m")("x")
+    assert isinstance(e.value, PromptCountError) == passing
 
 
 def test_the_error_reaches_the_caller_of_an_exact_search() -> None:

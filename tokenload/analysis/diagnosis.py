@@ -350,7 +350,7 @@ def _rule_client(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> tupl
     c = step.get("client") or {}
     ev = [_ev("flag", "client_bound", "the client's own CPU, loop lag or send lag passed its limit")]
     for k, rule in (
-        ("cpu_percent_max", "> 90"),
+        ("cpu_percent_max", "> 90 % of the CPU the process may use (one core, or its cgroup quota)"),
         ("loop_lag_ms_p95", "> 10 ms"),
         ("send_lag_ms_p99", "> 10 ms"),
     ):

@@ -265,6 +265,9 @@ def worker_report(ctx: Any) -> dict[str, Any]:
     return {
         "worker": ctx.worker_name,
         "in_flight": ctx.in_flight,
+        # [step, n] pairs (msgpack maps want string keys): requests started in a step's measured
+        # part and not yet ended, so the master judges a step only once they are in.
+        "measured_in_flight": [[step, n] for step, n in ctx.measured_in_flight.items()],
         "cpu_percent": health.cpu_percent if health else None,
         "loop_lag_s": health.loop_lag_s if health else None,
     }

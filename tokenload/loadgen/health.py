@@ -1,7 +1,9 @@
 """The load generator's own health: is this process keeping up? Samples gevent loop lag (how
 late a short sleep wakes) and the process's CPU, tagged with the step and phase the process is
 in when sampled, for the step's ``client`` figures: numbers measured by a client that could not
-keep up are flagged, not silently reported. The latest CPU % and the worst loop lag of the last
+keep up are flagged, not silently reported. CPU % is of what the process may use: one core, or
+its cgroup's quota when lower (``cpu_limit.py``), so a pod limited to 500m is judged against
+half a core. The latest CPU % and the worst loop lag of the last
 five seconds are also kept for tokenload's own /metrics (exporter.py)."""
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from collections.abc import Callable
 import gevent
 import psutil
 
+from tokenload.loadgen.cpu_limit import CpuLimit, read_cpu_limit
+
 __all__ = ["HealthMonitor"]
 
 _TICK_S = 0.1
@@ -20,8 +24,15 @@ _CPU_EVERY = 10  # ticks: CPU % over one second
 
 
 class HealthMonitor:
-    def __init__(self, where: Callable[[], tuple[int | None, str | None]], per_step: bool = True) -> None:
+    def __init__(
+        self,
+        where: Callable[[], tuple[int | None, str | None]],
+        per_step: bool = True,
+        cpu_limit: CpuLimit | None = None,
+    ) -> None:
         self._where = where
+        #: What CPU % is measured against (one core, or the cgroup's quota when lower).
+        self.cpu_limit = cpu_limit if cpu_limit is not None else read_cpu_limit()
         #: Keep samples by step (worker and local runner); the master only reports its own now.
         self._per_step = per_step
         self._proc = psutil.Process()
@@ -57,7 +68,7 @@ class HealthMonitor:
             n += 1
             cpu = None
             if n % _CPU_EVERY == 0:
-                cpu = self.cpu_percent = self._proc.cpu_percent(None)
+                cpu = self.cpu_percent = self.cpu_limit.percent_of_usable(self._proc.cpu_percent(None))
                 self._recent_lag_s.append(worst / 1000.0)
                 worst = 0.0
             step, phase = self._where()

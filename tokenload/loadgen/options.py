@@ -325,6 +325,13 @@ def add_step_arguments(parser: Any) -> None:
         default=None,
         help="Seconds of load at most: no step starts that would end past it",
     )
+    x.add_argument(
+        "--settle-timeout",
+        type=_positive_float,
+        default=60.0,
+        help="Seconds a step's decision waits, after it ends, for the requests started in its "
+        "measured part to end (summary.json says how many the bound cut; default 60)",
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,7 +60,8 @@ class Pacer:
 
     def apply(self, rate: dict[str, Any] | None, step: int | None) -> None:
         """A phase announcement. ``rate`` (for rate steps) holds ``rps``, ``arrival``,
-        ``burstiness``, ``seed``, ``t0`` (master wall clock), ``slot`` and ``of``."""
+        ``burstiness``, ``seed``, ``t0`` (master wall clock), ``age_s`` (how long before the
+        master sent it the schedule started; negative: starts after), ``slot`` and ``of``."""
         if rate is None:
             if step is None:  # between steps: keep open_loop, drop the schedule
                 self._schedule, self._step = None, None
@@ -69,12 +70,15 @@ class Pacer:
         self.open_loop = True
         if step == self._step and self._schedule is not None and self._schedule.of == rate["of"]:
             return  # the same step's next phase: the schedule runs on
-        # Wall clock -> this process's perf_counter clock, once per schedule.
-        offset = time.perf_counter() - time.time()
+        # The schedule's start on this process's perf_counter clock, once per schedule: from its
+        # age when the master sent it (clock-safe: only the message's transit, a few ms on a
+        # LAN, shifts it later), else from the master's wall clock (a master without age_s).
+        if rate.get("age_s") is not None:
+            start = time.perf_counter() - float(rate["age_s"])
+        else:
+            start = rate["t0"] + time.perf_counter() - time.time()
         spec = ArrivalSpec(rate["arrival"], rate.get("burstiness", 1.0))
-        sched = SlotSchedule(
-            spec, float(rate["rps"]), int(rate["seed"]), rate["t0"] + offset, rate["slot"], rate["of"]
-        )
+        sched = SlotSchedule(spec, float(rate["rps"]), int(rate["seed"]), start, rate["slot"], rate["of"])
         if step == self._step and self._schedule is not None:
             # The set of workers changed mid-step (one was lost): continue from now on.
             now = time.perf_counter()

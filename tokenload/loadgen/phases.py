@@ -32,6 +32,9 @@ class StepWindow:
     end: float | None = None
     #: Workload options the step set (e.g. its prompt length), {} when none.
     overrides: dict[str, str] = field(default_factory=dict)
+    #: Requests started in the measured part still streaming when the step was judged (the
+    #: settle's bound cut the wait); 0 when the decision had every one of them.
+    unfinished_at_decision: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -84,6 +87,12 @@ class StepTracker:
         future, self._future = self._future, []
         for rec in future:
             self.note_completion(rec, now=float("inf"))
+
+    def note_unfinished(self, index: int, n: int) -> None:
+        """The step was judged with ``n`` of its measured requests still streaming."""
+        for w in self.windows:
+            if w.index == index:
+                w.unfinished_at_decision = n
 
     # -- statistics -----------------------------------------------------------------------------
     def record(self, rec: dict[str, Any], itl_ms: list[tuple[float, int]] | LogHistogram) -> None:

@@ -91,6 +91,10 @@ class RunContext:
         self.health: HealthMonitor | None = None
         #: Requests sent and not yet complete in this process (tokenload's /metrics).
         self.in_flight = 0
+        #: Of those, the ones started in a step's measured part, by step (this process).
+        self.measured_in_flight: dict[int, int] = {}
+        #: On the master: each worker's measured_in_flight as of its latest report.
+        self.worker_measured_in_flight: dict[str, dict[int, int]] = {}
         self.workers_seen: set[str] = set()
         #: Workers lost mid-run, filled on the master by loadgen/workers.py.
         self.workers_lost: list[dict[str, Any]] = []
@@ -143,6 +147,11 @@ class RunContext:
             "overrides": self.step_overrides,
         }
         rate = self.rate_schedule
+        if rate is not None:
+            # How long the schedule has run on this (the master's) clock when it is sent: a worker
+            # anchors it to its own clock on receipt, so a worker whose wall clock is skewed from
+            # the master's does not start the step with its arrivals overdue (or idle).
+            rate = {**rate, "age_s": time.time() - rate["t0"]}
         if not isinstance(runner, MasterRunner):
             self.pacer.apply(None if rate is None else {**rate, "slot": 0, "of": 1}, self.steps.step)
         elif rate is None:
@@ -168,6 +177,16 @@ class RunContext:
         ):
             log.warning("tokenload: the workers changed mid-step: the arrival schedule is re-split")
             self._announce()
+
+    def unfinished(self, step: int) -> int:
+        """Requests started in ``step``'s measured part not yet ended: this process's, plus each
+        live worker's as of its latest report (a lost worker's are never coming)."""
+        n = self.measured_in_flight.get(step, 0)
+        runner = self.environment.runner
+        if isinstance(runner, MasterRunner):
+            live = set(_live_workers(runner))
+            n += sum(c.get(step, 0) for w, c in self.worker_measured_in_flight.items() if w in live)
+        return n
 
     def request_reports(self) -> None:
         """Ask every worker for its report now (not at its next 3 s tick): a step's figures are
@@ -381,6 +400,8 @@ def _on_init(environment: Environment, **_kw: Any) -> None:
         lambda: (ctx.steps.step, ctx.steps.phase), per_step=not isinstance(runner, MasterRunner)
     )
     ctx.health.start()
+    if ctx.health.cpu_limit.cores < 1.0:
+        log.info("tokenload: CPU %% is measured against %s", ctx.health.cpu_limit.source)
     if isinstance(runner, WorkerRunner):
 
         def on_phase(msg: Any, **_: Any) -> None:
@@ -454,6 +475,10 @@ def _on_worker_report(client_id: str, data: dict[str, Any], **_kw: Any) -> None:
     ctx = context_of(env)
     ctx.workers_seen.add(client_id)
     ctx.awaiting_reports.discard(client_id)
+    live = payload.get("live") or {}
+    ctx.worker_measured_in_flight[client_id] = {
+        int(step): int(n) for step, n in live.get("measured_in_flight") or []
+    }
     ctx.stats.merge_dict(payload["stats"])
     ctx.steps.merge_stats(payload["steps"])
     ctx.steps.note_health(payload["health"])

@@ -8,9 +8,14 @@ driven by one state machine (:class:`StepShape`):
 2. *run*: a warm-up part (left out of the step's statistics), then the measured part, each
    announced to the workers with master timestamps; every request is tagged with the step and
    phase it *started* in;
-3. *settle*: the step has ended; the master asks every worker for its report at once and waits
-   for them (at most a few seconds), so the step's figures are complete before the next step is
-   chosen or a stop condition is judged.
+3. *settle*: the step has ended; the master asks every worker for its report and waits until
+   every request that started in the step's measured part has ended and been reported (at most
+   ``--settle-timeout``; the step records how many the bound cut), so the next step is chosen,
+   and a stop condition judged, on exactly the figures summary.json reports. Load goes on at the
+   step's level meanwhile; those requests start outside any measured part.
+
+A step's clock starts when the runner holds exactly its users: going down (a knee search
+bisecting), the previous step's extra users must have stopped first.
 
 The shapes differ only in how they choose the next step. Stop conditions (all shapes): an SLO
 broken for N steps in a row (``--stop-slo``), a failed share (``--stop-error-rate``), and a time
@@ -38,8 +43,12 @@ log = logging.getLogger("tokenload")
 
 #: After the users have stopped: long enough for one more worker report (Locust's is 3 s).
 _REPORT_GRACE_S = 3.5
-#: The most a step's settle waits for the workers' reports.
+#: The most a step's settle waits for the workers' reports (the measured requests' end is
+#: bounded by --settle-timeout instead).
 _SETTLE_MAX_S = 5.0
+#: Going down, how long the previous step's extra users may take to stop before the step's
+#: clock starts anyway (with a warning): a user that does not stop must not hang the run.
+_SHRINK_MAX_S = 30.0
 
 
 def _opt(shape: LoadTestShape, name: str, default: Any) -> Any:
@@ -64,6 +73,7 @@ class StepShape(LoadTestShape):
         self.ended_at: float | None = None
         self.drained_at: float | None = None
         self.first_start: float | None = None
+        self._shrink_since: float | None = None
         self._slo_breaches = 0
 
     # -- what subclasses provide -----------------------------------------------------------------
@@ -94,7 +104,7 @@ class StepShape(LoadTestShape):
             return self._choose(now, [])
         step = self.step
         if self.reached_at is None:
-            if self.runner.user_count >= step.concurrency:
+            if self._users_reached(step, now):
                 self.reached_at = now
                 if self.first_start is None:
                     self.first_start = now
@@ -113,17 +123,54 @@ class StepShape(LoadTestShape):
                     self.ctx.measure_step(step, now)
                 self.ctx.reannounce_if_workers_changed()
             return self._spawn(step)
-        # Settling: the step's figures are complete once every worker has reported.
+        # Settling: the step's figures are complete once every worker has reported and every
+        # request of its measured part has ended (each report refreshes the workers' counts).
         if self.ctx.awaiting_reports and now - self.ended_at < _SETTLE_MAX_S:
             return self._spawn(step)
+        unfinished = self.ctx.unfinished(step.index)
+        if unfinished and now - self.ended_at < float(_opt(self, "settle_timeout", 60.0)):
+            if not self.ctx.awaiting_reports:
+                self.ctx.request_reports()
+            return self._spawn(step)
+        if unfinished:
+            self.ctx.steps.note_unfinished(step.index, unfinished)
+            log.warning(
+                "tokenload: step %d judged with %d of its measured requests still streaming "
+                "(--settle-timeout %g s)",
+                step.index,
+                unfinished,
+                float(_opt(self, "settle_timeout", 60.0)),
+            )
         from tokenload.results.summary import step_summaries
 
         steps = step_summaries(self.ctx)
         self.done.append(step)
         return self._choose(now, steps)
 
+    def _users_reached(self, step: Step, now: float) -> bool:
+        """The runner holds the step's users: all of them, and no more (going down, the extra
+        users of the previous step have stopped, or _SHRINK_MAX_S passed)."""
+        count = self.runner.user_count
+        if count < step.concurrency:
+            return False
+        if count == step.concurrency:
+            return True
+        if self._shrink_since is None:
+            self._shrink_since = now
+        if now - self._shrink_since >= _SHRINK_MAX_S:
+            log.warning(
+                "tokenload: step %d: %d users still running after %g s (want %d); starting its clock",
+                step.index,
+                count,
+                _SHRINK_MAX_S,
+                step.concurrency,
+            )
+            return True
+        return False
+
     def _choose(self, now: float, steps: list[dict[str, Any]]) -> tuple[int, float] | None:
         self.step, self.reached_at, self.ended_at = None, None, None
+        self._shrink_since = None
         reason = self._stop_condition(steps)
         nxt = None if reason else self.next_step(len(self.done), steps)
         budget = _opt(self, "time_budget", None)
@@ -309,7 +356,16 @@ class KneeShape(StepShape):
         conc = int(last["concurrency"])
         verdict = last.get("verdict") or {}
         name = verdict.get("bottleneck", "none")
-        self.probes.append({"concurrency": conc, "bottleneck": name, "measured_s": last.get("measured_s")})
+        self.probes.append(
+            {
+                "concurrency": conc,
+                "bottleneck": name,
+                "measured_s": last.get("measured_s"),
+                # What the decision saw: summary.json's step reports the same once it is complete.
+                "requests_ok": (last.get("requests") or {}).get("ok"),
+                "unfinished_at_decision": last.get("unfinished_at_decision", 0),
+            }
+        )
         if name == "client":
             self.outcome = "client_bound"
             self.stop_reason = (

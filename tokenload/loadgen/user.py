@@ -14,6 +14,7 @@ from locust.user.task import LOCUST_STATE_RUNNING, LOCUST_STATE_STOPPING, LOCUST
 
 import json
 import logging
+import time
 from typing import Any, ClassVar, NoReturn
 
 import gevent
@@ -23,10 +24,10 @@ from tokenload.client.http_stream import StreamTarget, Timeouts
 from tokenload.client.openai_stream import StreamState, build_request_body
 from tokenload.loadgen import plugin, workload
 from tokenload.loadgen.pacing import OPEN_LOOP_OPTION, Slot
-from tokenload.metrics.definitions import compute_timing
+from tokenload.metrics.definitions import Timing, compute_timing
 from tokenload.metrics.failures import RequestFailure
 from tokenload.metrics.records import make_record
-from tokenload.workload.errors import WorkloadError
+from tokenload.workload.errors import PromptCountError, WorkloadError
 from tokenload.workload.seeds import stream_for
 
 __all__ = ["ChatUser", "CompletionsUser", "ConversationUser", "LLMUser"]
@@ -43,6 +44,10 @@ class LLMUser(User):
     wait_time = constant(0)
     #: True for the chat API, False for the completions API.
     chat: ClassVar[bool] = True
+    #: Open loop: make the next request's body before taking its arrival, so that counting its
+    #: prompt (a /tokenize round trip on a busy server) never sits inside its send lag, TTFT or
+    #: E2E. False for users whose generate() makes its own requests (conversations).
+    prepares_ahead: ClassVar[bool] = True
     path: ClassVar[str] = "/v1/chat/completions"
 
     def __init__(self, environment: Any) -> None:
@@ -57,7 +62,12 @@ class LLMUser(User):
             timeouts=Timeouts(ttft_s=cfg.ttft_timeout_s, stall_s=cfg.stall_timeout_s),
         )
         self._requested_input_tokens: int | None = None
+        #: (max_tokens, ignore_eos) of the request being made, for its record.
+        self._requested_output: tuple[int | None, bool | None] = (None, None)
         self._slot: Slot | None = None
+        #: Open loop: the next request, made before its arrival (see prepares_ahead).
+        self._prepared: bytes | PromptCountError | None = None
+        self._prepared_for: str | None = None
 
     def on_stop(self) -> None:
         self.target.close()
@@ -90,6 +100,7 @@ class LLMUser(User):
         )
         req = planner.next()
         self._requested_input_tokens = req.input_tokens if req.exact else None
+        self._requested_output = (req.max_tokens, not self.cfg.natural_stop)
         prompt, messages = req.prompt, None
         if isinstance(prompt, list) and prompt and isinstance(prompt[0], dict):
             prompt, messages = None, req.prompt
@@ -113,21 +124,88 @@ class LLMUser(User):
         if not pacer.open_loop and getattr(self.environment.parsed_options, OPEN_LOOP_OPTION, False):
             pacer.open_loop = True  # a rate shape runs: no request before its first arrival
         if pacer.open_loop:
+            if self.prepares_ahead:
+                self._prepare()
             self._state = LOCUST_STATE_WAITING
             self._slot = self.ctx.pacer.acquire()
             if self._state == LOCUST_STATE_STOPPING:
                 raise StopUser()
             self._state = LOCUST_STATE_RUNNING
+            if self._prepared is not None and self._prepared_for != self._prompt_override():
+                self._prepared = None  # a context sweep's next step asks for another length
         self.generate()
 
-    def generate(self) -> None:
-        """One iteration: one request from the workload."""
+    def _prompt_override(self) -> str | None:
+        return self.ctx.step_overrides.get("prompt_tokens")
+
+    def _prepare(self) -> None:
+        """Make the next request now (its prompt counted, if lengths are exact); a count that
+        failed is kept and reported as that request's failure once its arrival comes."""
         model = self.model() or "unknown"
+        self._prepared_for = self._prompt_override()
         try:
-            body = self.next_request(model)
+            self._prepared = self.next_request(model)
+        except PromptCountError as exc:
+            self._prepared = exc
         except WorkloadError as exc:
             self._workload_failed(exc)
-        self.send(body)
+
+    def generate(self) -> None:
+        """One iteration: one request from the workload (made ahead in open loop)."""
+        prepared, self._prepared = self._prepared, None
+        if prepared is None:
+            model = self.model() or "unknown"
+            try:
+                prepared = self.next_request(model)
+            except PromptCountError as exc:
+                prepared = exc
+            except WorkloadError as exc:
+                self._workload_failed(exc)
+        if isinstance(prepared, PromptCountError):
+            self.unsent_failure("prompt_count", str(prepared))
+            return
+        self.send(prepared)
+
+    def unsent_failure(self, failure_class: str, detail: str, name: str | None = None) -> dict[str, Any]:
+        """Count a request that failed before anything was sent (its prompt could not be made):
+        a failed record and a Locust failure under ``failure_class``; the run goes on."""
+        name = name or self.path
+        step, phase = self.ctx.steps.step, self.ctx.steps.phase
+        slot, self._slot = self._slot, None
+        if slot is not None and slot.step != step:
+            step, phase = slot.step, None
+        ctx = self.ctx
+        record = make_record(
+            request_id=ctx.next_request_id(),
+            worker=ctx.worker_name,
+            name=name,
+            wall_start=time.time(),
+            start_monotonic_s=time.perf_counter(),
+            response_id=None,
+            step=step,
+            phase=phase,
+            send_queued=slot.queued if slot is not None else None,
+            timing=Timing(None, None, None, []),
+            failure_class=failure_class,
+            http_status=None,
+            input_tokens=None,
+            usage_output_tokens=None,
+            chunk_tokens=0,
+            content_chunks=0,
+            finish_reason=None,
+            detail=detail,
+        )
+        self.environment.events.request.fire(
+            request_type="POST",
+            name=name,
+            response_time=0.0,
+            response_length=0,
+            exception=RequestFailure(failure_class, _short(detail)),
+            context={"tokenload": (record, [], self.environment)},
+            response=None,
+            url=self.path,
+        )
+        return record
 
     def _workload_failed(self, exc: WorkloadError) -> NoReturn:
         # A workload that cannot produce requests (a bad dataset, lengths the model cannot
@@ -148,7 +226,11 @@ class LLMUser(User):
         slot, self._slot = self._slot, None
         if slot is not None and slot.step != step:
             step, phase = slot.step, None
+        measured = self.ctx.measured_in_flight
+        counted = step if phase == "measure" and step is not None else None
         self.ctx.in_flight += 1
+        if counted is not None:
+            measured[counted] = measured.get(counted, 0) + 1
         try:
             out = self.target.stream(self.path, body, state)
         except GreenletExit:
@@ -157,7 +239,15 @@ class LLMUser(User):
             self.ctx.record_cancelled(name, state)
             raise
         finally:
+            # No yield from here until the record is queued (below): a worker report never
+            # shows the request ended without its record.
             self.ctx.in_flight -= 1
+            if counted is not None:
+                left = measured[counted] - 1
+                if left:
+                    measured[counted] = left
+                else:
+                    del measured[counted]
         intended = slot.intended if slot is not None else None
         timing = compute_timing(
             out.t_start, state.content_times, state.content_tokens, out.t_end, state.output_tokens, intended
@@ -175,6 +265,8 @@ class LLMUser(User):
             step=step,
             phase=phase,
             requested_input_tokens=self._requested_input_tokens,
+            requested_output_tokens=self._requested_output[0],
+            ignore_eos=self._requested_output[1],
             send_queued=slot.queued if slot is not None else None,
             timing=timing,
             failure_class=out.failure_class,
@@ -223,6 +315,7 @@ class ConversationUser(ChatUser):
     ``turn N`` so the LLM table shows TTFT by turn: what growing context and prefix reuse do."""
 
     abstract = True
+    prepares_ahead = False  # generate() sends every turn of a conversation itself
     _conversations = 0
 
     def generate(self) -> None:
@@ -238,11 +331,13 @@ class ConversationUser(ChatUser):
             self._workload_failed(exc)
         while not conv.done:
             turn = conv.next_turn()
+            max_tokens = planner.output_tokens()
+            self._requested_output = (max_tokens, not self.cfg.natural_stop)
             body = build_request_body(
                 chat=True,
                 model=model,
                 messages=turn.messages,
-                max_tokens=planner.output_tokens(),
+                max_tokens=max_tokens,
                 ignore_eos=not self.cfg.natural_stop,
                 temperature=0.0,
             )

@@ -15,10 +15,11 @@ import json
 import logging
 from typing import Any
 
+import gevent
 import gevent.lock
 
 from tokenload.client.http_stream import StreamTarget
-from tokenload.workload.errors import WorkloadError
+from tokenload.workload.errors import PromptCountError, WorkloadError
 from tokenload.workload.plan import RequestPlanner
 from tokenload.workload.spec import WorkloadSpec, load_workload_file, parse_workload
 from tokenload.workload.tokenize_api import TokenizeClient
@@ -58,6 +59,22 @@ def planner_for(
     return cached
 
 
+#: A /tokenize that fails now and then (429, 5xx, a timeout) is asked again before the run
+#: falls back to estimated lengths: one unlucky answer should not decide the whole run.
+_PROBE_TRIES = 3
+
+
+def _probe(client: TokenizeClient) -> None:
+    for attempt in range(_PROBE_TRIES):
+        try:
+            client("probe")
+            return
+        except PromptCountError:
+            if attempt == _PROBE_TRIES - 1:
+                raise
+            gevent.sleep(0.2 * (attempt + 1))
+
+
 def _build(
     ctx: Any, chat: bool, host: str, api_key: str | None, model: str, prompt_tokens: str | None
 ) -> RequestPlanner:
@@ -71,7 +88,7 @@ def _build(
         target = StreamTarget(host, api_key=api_key, pool_size=8)
         client = TokenizeClient(lambda payload: target.post("/tokenize", json.dumps(payload).encode()), model)
         try:
-            client("probe")
+            _probe(client)
             counter, max_model_len = client, client.max_model_len
         except WorkloadError as exc:
             if spec.length_method == "tokenize":

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tokenload.metrics.definitions import is_short_output
 from tokenload.metrics.histogram import LogHistogram
 
 __all__ = ["AGGREGATE", "LATENCY_METRICS", "LLMStats", "NameStats", "itl_histogram"]
@@ -35,6 +36,8 @@ class NameStats:
         "output_tokens",
         "send_lag",
         "send_queued",
+        "short_outputs",
+        "sized_outputs",
         "token_count_mismatches",
     )
 
@@ -49,6 +52,10 @@ class NameStats:
         #: Open loop: send lag (ms) of every request sent, and how many waited for a free user.
         self.send_lag = LogHistogram()
         self.send_queued = 0
+        #: Successful requests sent with ignore_eos and a max_tokens, and those that came back
+        #: shorter (metrics.definitions.is_short_output).
+        self.sized_outputs = 0
+        self.short_outputs = 0
 
     @property
     def requests(self) -> int:
@@ -64,6 +71,8 @@ class NameStats:
             "mismatch": self.token_count_mismatches,
             "send_lag": self.send_lag.to_dict() if self.send_lag.count else None,
             "send_queued": self.send_queued,
+            "sized_outputs": self.sized_outputs,
+            "short_outputs": self.short_outputs,
         }
 
     def merge_dict(self, data: dict[str, Any]) -> None:
@@ -78,6 +87,8 @@ class NameStats:
         if data.get("send_lag"):
             self.send_lag.merge(LogHistogram.from_dict(data["send_lag"]))
         self.send_queued += data.get("send_queued", 0)
+        self.sized_outputs += data.get("sized_outputs", 0)
+        self.short_outputs += data.get("short_outputs", 0)
 
 
 class LLMStats:
@@ -115,6 +126,15 @@ class LLMStats:
                 ns.send_lag.add(lag)
                 if rec.get("send_queued"):
                     ns.send_queued += 1
+            short = is_short_output(
+                fc is None,
+                rec.get("ignore_eos"),
+                rec.get("requested_output_tokens"),
+                rec["output_tokens"] or 0,
+            )
+            if short is not None:
+                ns.sized_outputs += 1
+                ns.short_outputs += short
             # Latencies of failed requests would mix two populations: only successes count.
             if fc is None:
                 for m in ("ttft_ms", "tpot_ms", "e2e_ms"):

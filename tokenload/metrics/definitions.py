@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["FORMULAS", "Timing", "compute_timing"]
+__all__ = ["FORMULAS", "Timing", "compute_timing", "is_short_output"]
 
 FORMULAS: dict[str, str] = {
     "ttft_ms": "TTFT = t_first_content_chunk - t_start",
@@ -30,7 +30,19 @@ FORMULAS: dict[str, str] = {
     "input_tokens": "server usage.prompt_tokens when reported, else the client's own count (may be unknown)",
     "send_lag_ms": "open loop: send lag = t_start - t_intended; TTFT and E2E then count from t_intended",
     "queue_time_ms": "server-side: vllm:request_queue_time_seconds (arrival -> first scheduled)",
+    "short_output_share": "short outputs / sized requests: successful requests sent with ignore_eos whose "
+    "output_tokens < max_tokens, over successful requests sent with ignore_eos",
 }
+
+
+def is_short_output(
+    ok: bool, ignore_eos: bool | None, requested: int | None, output_tokens: int
+) -> bool | None:
+    """Whether a request stopped short of the length it asked for (see ``short_output_share``);
+    None when the request does not count (failed, no ignore_eos, or no requested length)."""
+    if not ok or not ignore_eos or requested is None:
+        return None
+    return output_tokens < requested
 
 
 @dataclass(slots=True)

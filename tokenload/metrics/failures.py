@@ -16,6 +16,8 @@ FAILURE_CLASSES: dict[str, str] = {
     "error_event": "the server sent an error object inside the stream",
     "truncated": "the connection closed before [DONE] or a finish_reason",
     "empty_output": "the stream completed without a single output token",
+    "prompt_count": "no request sent: counting the prompt's tokens failed (the server's /tokenize "
+    "unreachable, or answering 429/5xx)",
 }
 
 

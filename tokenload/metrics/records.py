@@ -84,6 +84,8 @@ def make_record(
     step: int | None = None,
     phase: str | None = None,
     requested_input_tokens: int | None = None,
+    requested_output_tokens: int | None = None,
+    ignore_eos: bool | None = None,
     send_queued: bool | None = None,
     failure_class: str | None,
     http_status: int | None,
@@ -123,6 +125,10 @@ def make_record(
         # The exact prompt length the workload asked for (None when it could only estimate).
         "requested_input_tokens": requested_input_tokens,
         "output_tokens": output_tokens,
+        # What the request asked for: max_tokens, and whether ignore_eos was sent (then a
+        # conforming server returns exactly max_tokens; see short_output_share).
+        "requested_output_tokens": requested_output_tokens,
+        "ignore_eos": ignore_eos,
         "output_tokens_source": source,
         "token_count_diff": diff,
         "content_chunks": content_chunks,

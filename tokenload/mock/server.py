@@ -49,6 +49,9 @@ class MockConfig:
     faults: tuple[str, ...] = ("ok",)
     stall_s: float = 5.0
     model: str = "mock-model"
+    #: A server (or gateway) that drops ``ignore_eos``: every stream stops after at most this
+    #: many tokens with finish_reason "stop", whatever max_tokens asked. None: honours it.
+    eos_after: int | None = None
 
 
 class MockServer:
@@ -121,6 +124,9 @@ class MockServer:
             )
             return
         n_tokens = int(body.get("max_tokens") or self.cfg.tokens)
+        last_reason = "length"
+        if self.cfg.eos_after is not None and n_tokens > self.cfg.eos_after:
+            n_tokens, last_reason = self.cfg.eos_after, "stop"
         opts = body.get("stream_options") or {}
         include_usage = bool(opts.get("include_usage"))
         continuous = bool(opts.get("continuous_usage_stats"))
@@ -186,7 +192,7 @@ class MockServer:
             step = min(k, n_tokens - sent)
             sent += step
             text = "".join(_word(sent - step + j) for j in range(step))
-            writes.append(conn.chunk(chunk(text, "length" if sent == n_tokens else None, sent)))
+            writes.append(conn.chunk(chunk(text, last_reason if sent == n_tokens else None, sent)))
             self.tokens_sent += step
             i += 1
         if n_tokens == 0:
@@ -290,6 +296,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--stall-s", type=float, default=5.0)
     p.add_argument("--trace", default=None, help="write one JSON line per request with the write times")
+    p.add_argument(
+        "--eos-after",
+        type=int,
+        default=None,
+        help="ignore ignore_eos: stop every stream after at most N tokens (finish_reason stop)",
+    )
     args = p.parse_args(argv)
     faults = tuple(f.strip() for f in args.faults.split(",") if f.strip())
     bad = [f for f in faults if f not in FAULTS]
@@ -297,7 +309,17 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--faults: unknown fault {bad[0] if bad else ''!r}; expected some of {', '.join(FAULTS)}")
     if args.ttft_ms < 0 or args.itl_ms < 0 or args.tokens < 0 or args.tokens_per_chunk < 1:
         p.error("--ttft-ms/--itl-ms/--tokens: expected non-negative numbers; --tokens-per-chunk >= 1")
-    cfg = MockConfig(args.ttft_ms, args.itl_ms, args.tokens, args.tokens_per_chunk, faults, args.stall_s)
+    if args.eos_after is not None and args.eos_after < 0:
+        p.error("--eos-after: expected a non-negative number of tokens")
+    cfg = MockConfig(
+        args.ttft_ms,
+        args.itl_ms,
+        args.tokens,
+        args.tokens_per_chunk,
+        faults,
+        args.stall_s,
+        eos_after=args.eos_after,
+    )
     trace = open(args.trace, "a", buffering=1, encoding="utf-8") if args.trace else None  # noqa: SIM115
     http, _ = build_server(cfg, args.host, args.port, trace)
     http.start()

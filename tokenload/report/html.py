@@ -17,7 +17,16 @@ from tokenload.report.markdown import capacity_lines, slo_rows
 from tokenload.report.model import ReportModel, reconstructed_command
 from tokenload.report.redact import redact
 from tokenload.report.svg import render_chart
-from tokenload.report.tables import COLUMNS, evidence_words, failure_counts, step_cells, verdict_sentence
+from tokenload.report.tables import (
+    COLUMNS,
+    INTERVAL_NOTE,
+    evidence_words,
+    failure_counts,
+    flag_warnings,
+    interval_table,
+    step_cells,
+    verdict_sentence,
+)
 
 __all__ = ["render_html"]
 
@@ -108,6 +117,15 @@ def render_html(model: ReportModel) -> str:
         '<p class="muted">Latencies in ms over requests that started in each step\'s measured part; '
         "rates over those that ended in it; KV use, waiting and preemptions from the server's /metrics.</p>"
     )
+    ci_header, ci_rows = interval_table(model.steps)
+    if ci_rows:
+        parts.append('<h3 id="intervals">Latencies with 95 % intervals</h3>')
+        parts.append(_table(ci_header, ci_rows, left=2))
+        parts.append(f'<p class="muted">{escape(INTERVAL_NOTE)}</p>')
+    warnings = flag_warnings(model.steps)
+    if warnings:
+        parts.append('<h3 id="load-not-as-asked">Load not as asked</h3>')
+        parts.append("<ul>" + "".join(f"<li>{escape(w)}</li>" for w in warnings) + "</ul>")
     parts.append("<h2>Failures by class</h2>")
     header, rows = failure_counts(model.steps, model.requests)
     parts.append(_table(header, rows) if rows else "<p>No failed requests.</p>")

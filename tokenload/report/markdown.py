@@ -10,9 +10,12 @@ from tokenload.report.model import ReportModel, reconstructed_command
 from tokenload.report.redact import redact
 from tokenload.report.tables import (
     COLUMNS,
+    INTERVAL_NOTE,
     evidence_words,
     failure_counts,
+    flag_warnings,
     fmt,
+    interval_table,
     load_label,
     markdown_table,
     step_cells,
@@ -95,6 +98,19 @@ def render_markdown(model: ReportModel) -> str:
         "that ended in it; KV use, waiting and preemptions from the server's /metrics."
     )
     out.append("")
+    warnings = flag_warnings(model.steps)
+    if warnings:
+        out += ["**Load not as asked:**", ""] + [f"- {w}" for w in warnings] + [""]
+    ci_header, ci_rows = interval_table(model.steps)
+    if ci_rows:
+        out += [
+            "### Latencies with 95 % intervals",
+            "",
+            markdown_table(ci_header, ci_rows),
+            "",
+            INTERVAL_NOTE,
+            "",
+        ]
     if model.slo is not None or model.plan is not None or model.plan_error:
         out += ["## SLO and capacity", ""]
         if model.slo is not None:

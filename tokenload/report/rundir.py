@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tokenload.results.summary import SCHEMA_VERSION
+from tokenload.results.summary import READABLE_SCHEMA_VERSIONS, SCHEMA_VERSION
 
 __all__ = ["ReportError", "RunData", "load_run", "read_jsonl"]
 
@@ -62,8 +62,11 @@ def load_summary(run_dir: Path) -> dict[str, Any]:
     if not isinstance(summary, dict):
         raise ReportError(f"{path}: expected a JSON object")
     version = summary.get("schema_version")
-    if version != SCHEMA_VERSION:
-        raise ReportError(f"{path}: schema_version {version!r}, this tokenload reads {SCHEMA_VERSION}")
+    if version not in READABLE_SCHEMA_VERSIONS:
+        raise ReportError(
+            f"{path}: schema_version {version!r}, this tokenload reads "
+            f"{', '.join(map(str, READABLE_SCHEMA_VERSIONS))} (writes {SCHEMA_VERSION})"
+        )
     steps = summary.get("steps")
     if not isinstance(steps, list) or not all(isinstance(s, dict) for s in steps):
         raise ReportError(f"{path}: 'steps' is not a list of steps")

@@ -10,9 +10,12 @@ from typing import Any
 __all__ = [
     "BOTTLENECK_WORDS",
     "COLUMNS",
+    "INTERVAL_NOTE",
     "evidence_words",
     "failure_counts",
+    "flag_warnings",
     "fmt",
+    "interval_table",
     "load_label",
     "markdown_table",
     "step_cells",
@@ -75,9 +78,73 @@ def load_label(step: dict[str, Any]) -> str:
 
 def _verdict_name(step: dict[str, Any]) -> str:
     name = _g(step, "verdict", "bottleneck") or "-"
-    if "client_bound" in (step.get("flags") or []) and name != "client":
+    flags = step.get("flags") or []
+    if "client_bound" in flags and name != "client":
         name += " (client_bound)"
+    if "short_output" in flags:
+        name += " (short_output)"
     return name
+
+
+#: (metric, statistic) pairs the interval table shows.
+INTERVAL_CELLS = (
+    ("ttft_ms", "p50"),
+    ("ttft_ms", "p99"),
+    ("tpot_ms", "p50"),
+    ("tpot_ms", "p99"),
+    ("e2e_ms", "p50"),
+)
+
+
+def _interval_cell(step: dict[str, Any], metric: str, stat: str, digits: int) -> str:
+    value = _g(step, metric, stat)
+    ci = _g(step, "ci95", metric, stat)
+    if value is None:
+        return "-"
+    if not ci:
+        return fmt(value, digits)
+    lo, hi = ci
+    low_n = " (low n)" if lo is None or hi is None else ""
+    left = "?" if lo is None else fmt(lo, digits)
+    right = "?" if hi is None else fmt(hi, digits)
+    return f"{fmt(value, digits)} [{left}, {right}]{low_n}"
+
+
+def interval_table(steps: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """Header and rows: each step's latency figures with their 95 % intervals (``?``: a side the
+    data cannot bound, too few requests); no rows for steps of summaries without intervals."""
+    header = ["step", "load", "n", *(f"{m.split('_')[0].upper()} {q} ms [95 %]" for m, q in INTERVAL_CELLS)]
+    rows = []
+    for step in steps:
+        if not step.get("ci95"):
+            continue
+        n = _g(step, "ci95", "ttft_ms", "n")
+        cells = [_interval_cell(step, m, q, 2 if m == "tpot_ms" else 1) for m, q in INTERVAL_CELLS]
+        rows.append([str(step.get("index", "")), load_label(step), str(n if n is not None else "-"), *cells])
+    return header, rows
+
+
+INTERVAL_NOTE = (
+    "95 % intervals: a percentile's between two order statistics (binomial ranks, distribution-free), "
+    "a mean's from the central limit theorem; both assume independent requests, so repeated runs can "
+    "differ by more (tokenload compare --baseline-runs measures that). '?' and 'low n': too few "
+    "requests to bound that side (a p99 needs about 370)."
+)
+
+
+def flag_warnings(steps: list[dict[str, Any]]) -> list[str]:
+    """A sentence per step whose measured load is not the load that was asked for."""
+    out = []
+    for step in steps:
+        share = step.get("short_output_share")
+        if "short_output" in (step.get("flags") or []) and share is not None:
+            out.append(
+                f"Step {step.get('index')} at {load_label(step)}: {100 * share:.0f} % of the requests sent "
+                "with ignore_eos stopped before max_tokens (flagged short_output): the server, or a "
+                "gateway that drops ignore_eos, produced fewer output tokens than asked, so this step "
+                "measured a lighter load than the one requested."
+            )
+    return out
 
 
 def step_cells(step: dict[str, Any]) -> list[str]:

@@ -19,19 +19,26 @@ from tokenload.analysis.oversaturation import waiting_trend
 from tokenload.metrics.aggregate import LLMStats, NameStats
 from tokenload.metrics.definitions import FORMULAS
 from tokenload.metrics.histogram import LogHistogram
+from tokenload.metrics.intervals import mean_interval, quantile_interval
 from tokenload.servermetrics.summary import summarize_window, tick_series
 
 __all__ = [
     "CLIENT_CPU_LIMIT_PERCENT",
     "CLIENT_LAG_LIMIT_MS",
+    "READABLE_SCHEMA_VERSIONS",
     "SCHEMA_VERSION",
+    "SHORT_OUTPUT_SHARE",
     "build_summary",
     "step_summaries",
     "step_summary",
     "steps_csv",
 ]
 
-SCHEMA_VERSION = 1
+#: 2: steps gained ci95, low_sample_percentiles, short_output_share and unfinished_at_decision
+#: (version 1 files are read too: 2 only adds fields).
+SCHEMA_VERSION = 2
+#: Every schema version this tokenload reads.
+READABLE_SCHEMA_VERSIONS = (1, 2)
 #: Above these the client's own timing is not trusted: the step is flagged ``client_bound``.
 CLIENT_CPU_LIMIT_PERCENT = 90.0
 CLIENT_LAG_LIMIT_MS = 10.0
@@ -39,6 +46,12 @@ CLIENT_LAG_LIMIT_MS = 10.0
 CLIENT_SEND_LAG_LIMIT_MS = 10.0
 #: Open loop: above this share of arrivals waited for a free user: the offered rate was not sent.
 POOL_EXHAUSTED_SHARE = 0.01
+#: Above this share of requests sent with ignore_eos came back shorter than max_tokens: the
+#: server (or a gateway dropping ignore_eos) did not produce the load that was asked for. A
+#: conforming vLLM returns exactly max_tokens with ignore_eos (the planner keeps every request
+#: inside max_model_len), so any short output is non-conformance; 1 % leaves room for a rare
+#: abort without hiding a systematic one.
+SHORT_OUTPUT_SHARE = 0.01
 
 _SERVER_KEYS = {
     "kv_cache_usage_ratio": "kv_cache_usage_ratio",
@@ -71,6 +84,28 @@ def _hist(h: LogHistogram) -> dict[str, float | None]:
         "p99": h.quantile(0.99),
         "max": h.max,
     }
+
+
+_QUANTILES = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
+
+
+def _intervals(h: LogHistogram) -> dict[str, Any]:
+    """The 95 % interval of each reported mean and percentile (metrics/intervals.py): ``[low,
+    high]``, a side ``None`` where the data cannot bound it; ``n``, the requests it rests on."""
+    out: dict[str, Any] = {"n": h.count, "mean": mean_interval(h)}
+    for name, q in _QUANTILES.items():
+        out[name] = quantile_interval(h, q) if h.count else [None, None]
+    return out
+
+
+def _low_sample(ci: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
+    """Per metric, the percentiles whose interval is open on a side: too few requests for them."""
+    out = {}
+    for metric, c in ci.items():
+        weak = [name for name in _QUANTILES if c["n"] and None in c[name]]
+        if weak:
+            out[metric] = weak
+    return out
 
 
 def _pct(values: list[float], q: float) -> float | None:
@@ -110,7 +145,11 @@ def step_summary(
         flags.append("client_bound")
     if queued_share > POOL_EXHAUSTED_SHARE:
         flags.append("pool_exhausted")
+    short_share = ns.short_outputs / ns.sized_outputs if ns.sized_outputs else None
+    if short_share is not None and short_share > SHORT_OUTPUT_SHARE:
+        flags.append("short_output")
     failures = dict(ns.failures)
+    ci = {m: _intervals(ns.hist[m]) for m in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")}
     step: dict[str, Any] = {
         "index": window.index,
         "concurrency": window.concurrency,
@@ -127,12 +166,21 @@ def step_summary(
         "itl_ms": _hist(ns.hist["itl_ms"]),
         "e2e_ms": _hist(ns.hist["e2e_ms"]),
         "send_lag_ms": _hist(ns.send_lag) if sent else None,
+        # 95 % intervals of the latencies above (independent requests assumed; see intervals.py),
+        # and the percentiles too few requests stand behind (an interval open on a side).
+        "ci95": ci,
+        "low_sample_percentiles": _low_sample(ci),
         "requests_per_s": done["requests"] / span,
         "input_tokens_per_s": done["input_tokens"] / span,
         "output_tokens_per_s": done["output_tokens"] / span,
         # Open loop: requests sent in the measured part per second, against the target.
         "achieved_rate_rps": done["sent"] / span if window.target_rate_rps is not None else None,
         "queued_for_user_share": queued_share if sent else None,
+        # Requests of the measured part still streaming when the step was judged (0: complete).
+        "unfinished_at_decision": getattr(window, "unfinished_at_decision", 0),
+        # Of the successful requests sent with ignore_eos: the share that came back shorter than
+        # max_tokens (metrics.definitions FORMULAS["short_output_share"]); null when none counted.
+        "short_output_share": short_share,
         "server": {k: server.get(v) for k, v in _SERVER_KEYS.items()} if server else None,
         "client": {
             "cpu_percent_max": cpu,
@@ -229,6 +277,17 @@ _CSV_COLUMNS = [
 for _m in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
     for _q in ("p50", "p90", "p99"):
         _CSV_COLUMNS.append((f"{_m}_{_q}", lambda s, m=_m, q=_q: s[m][q]))
+for _m in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
+    for _q in ("mean", "p50", "p99"):
+        for _side, _i in (("lo", 0), ("hi", 1)):
+            _CSV_COLUMNS.append(
+                (
+                    f"{_m}_{_q}_ci95_{_side}",
+                    lambda s, m=_m, q=_q, i=_i: (
+                        (((s.get("ci95") or {}).get(m) or {}).get(q)) or [None, None]
+                    )[i],
+                )
+            )
 for _k in ("kv_cache_usage_ratio", "requests_running", "requests_waiting"):
     _CSV_COLUMNS.append((f"server_{_k}_mean", lambda s, k=_k: ((s["server"] or {}).get(k) or {}).get("mean")))
 _CSV_COLUMNS.append(
@@ -238,6 +297,7 @@ _CSV_COLUMNS.append(
     ("server_queue_time_ms_p50", lambda s: ((s["server"] or {}).get("queue_time_ms") or {}).get("p50"))
 )
 _CSV_COLUMNS.append(("client_bound", lambda s: "client_bound" in s["flags"]))
+_CSV_COLUMNS.append(("short_output_share", lambda s: s.get("short_output_share")))
 _CSV_COLUMNS.append(("bottleneck", lambda s: (s.get("verdict") or {}).get("bottleneck")))
 
 

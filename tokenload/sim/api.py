@@ -61,6 +61,9 @@ class SimAPI:
         self._created = int(time.time())
         self._ids = itertools.count()
         self.requests_seen = 0
+        #: Token-id prompts may use the emulated model's whole vocabulary (at least the byte
+        #: tokenizer's ids, for a profile of a tiny model).
+        self.vocab_size = max(tokenizer.VOCAB_SIZE, engine.profile.model.vocab_size)
 
     def register(self, http: HTTPServer) -> None:
         for method, path, fn in (
@@ -97,6 +100,10 @@ class SimAPI:
             "root": self.model,
             "parent": None,
             "max_model_len": self.engine.max_model_len,
+            # Which tokenizer counts text (tokenload's extension): the emulator's byte tokenizer
+            # (one token per UTF-8 byte, about 4x a real one on English); token-id prompts may
+            # use the model's whole vocabulary.
+            "tokenizer": {"text": "bytes", "vocab_size": self.vocab_size},
         }
         conn.respond_json(200, {"object": "list", "data": [card]})
 
@@ -127,6 +134,11 @@ class SimAPI:
         conn.respond_json(200, body)
 
     def tokenize(self, req: Request, conn: Connection) -> None:
+        cfg = self.faults.cfg
+        if cfg.tokenize_delay_s > 0:
+            gevent.sleep(cfg.tokenize_delay_s)
+        if self.faults.draw_tokenize_error():
+            raise APIError(503, "injected fault: tokenizer busy", type_="ServiceUnavailable")
         body = _json_body(req)
         ids = self._prompt_ids(body, chat="messages" in body)
         conn.respond_json(
@@ -145,7 +157,7 @@ class SimAPI:
         if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
             raise APIError(400, "tokens: expected a list of token ids", param="tokens")
         try:
-            text = tokenizer.decode(ids)
+            text = tokenizer.decode(ids, vocab_size=self.vocab_size)
         except ValueError as exc:
             raise APIError(400, str(exc), param="tokens") from None
         conn.respond_json(200, {"prompt": text})
@@ -173,10 +185,11 @@ class SimAPI:
         if isinstance(prompt, str):
             return tokenizer.encode(prompt, add_bos=bool(body.get("add_special_tokens", True)))
         if isinstance(prompt, list) and prompt and all(isinstance(i, int) for i in prompt):
-            if any(not 0 <= i < tokenizer.VOCAB_SIZE for i in prompt):
-                raise APIError(
-                    400, f"prompt: token ids must be in [0, {tokenizer.VOCAB_SIZE})", param="prompt"
-                )
+            # Token ids of the emulated model's own vocabulary (vllm bench serve's random dataset
+            # sends them): each is one token; the text tokenizer's ids are a part of that range.
+            vocab = self.vocab_size
+            if any(not 0 <= i < vocab for i in prompt):
+                raise APIError(400, f"prompt: token ids must be in [0, {vocab})", param="prompt")
             return list(prompt)
         raise APIError(400, "prompt: expected a string or a list of token ids", param="prompt")
 

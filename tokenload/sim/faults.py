@@ -25,6 +25,10 @@ class FaultConfig:
     fault_after_tokens: int = 8
     #: /health answers 503 (and generation 503) this long after start: a slow model load.
     startup_delay_s: float = 0.0
+    #: A slow helper endpoint: every POST /tokenize answers this much later (an API process busy
+    #: with other requests' tokenization and framing), and this share of them answers HTTP 503.
+    tokenize_delay_s: float = 0.0
+    tokenize_error_rate: float = 0.0
     seed: int = 0
 
     def validate(self) -> None:
@@ -43,8 +47,13 @@ class FaultConfig:
             total += v
         if total > 1.0:
             raise ValueError(f"fault rates add up to {total:g}; expected at most 1")
-        if self.stall_s < 0 or self.startup_delay_s < 0:
-            raise ValueError("--stall-s/--startup-delay-s: expected a non-negative number of seconds")
+        if self.stall_s < 0 or self.startup_delay_s < 0 or self.tokenize_delay_s < 0:
+            raise ValueError(
+                "--stall-s/--startup-delay-s/--tokenize-delay-s: expected a non-negative number of seconds"
+            )
+        if not 0.0 <= self.tokenize_error_rate <= 1.0:
+            rate = self.tokenize_error_rate
+            raise ValueError(f"--tokenize-error-rate: expected a rate in [0, 1], got {rate}")
 
     @property
     def any(self) -> bool:
@@ -66,6 +75,7 @@ class FaultPlan:
     def __init__(self, cfg: FaultConfig) -> None:
         self.cfg = cfg
         self._rng = random.Random(cfg.seed)
+        self._tok_rng = random.Random(f"{cfg.seed}:tokenize")
         self._table = [
             ("http_500", cfg.http_500_rate),
             ("http_429", cfg.http_429_rate),
@@ -74,6 +84,10 @@ class FaultPlan:
             ("error_event", cfg.error_event_rate),
             ("stall", cfg.stall_rate),
         ]
+
+    def draw_tokenize_error(self) -> bool:
+        """Whether this /tokenize call fails (its own stream: generation faults do not shift)."""
+        return self.cfg.tokenize_error_rate > 0 and self._tok_rng.random() < self.cfg.tokenize_error_rate
 
     def draw(self) -> str | None:
         if not self.cfg.any:

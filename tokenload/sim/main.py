@@ -64,6 +64,15 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--stall-s", type=float, default=5.0)
     f.add_argument("--fault-after-tokens", type=int, default=8)
     f.add_argument(
+        "--tokenize-delay-s",
+        type=float,
+        default=0.0,
+        help="every POST /tokenize answers this many seconds late (a busy API process)",
+    )
+    f.add_argument(
+        "--tokenize-error-rate", type=float, default=0.0, help="share of POST /tokenize calls answering 503"
+    )
+    f.add_argument(
         "--startup-delay-s", type=float, default=0.0, help="/health answers 503 this long (a slow model load)"
     )
     return p
@@ -145,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
             stall_s=args.stall_s,
             fault_after_tokens=args.fault_after_tokens,
             startup_delay_s=args.startup_delay_s,
+            tokenize_delay_s=args.tokenize_delay_s,
+            tokenize_error_rate=args.tokenize_error_rate,
             seed=args.seed,
         )
         faults.validate()

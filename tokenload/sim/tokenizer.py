@@ -39,16 +39,23 @@ def encode(text: str, add_bos: bool = False) -> list[int]:
     return [BOS_TOKEN_ID, *ids] if add_bos else ids
 
 
-def decode(ids: Iterable[int], skip_special_tokens: bool = True) -> str:
-    """Text of ``ids``; bytes that form no valid UTF-8 become U+FFFD, as a real tokenizer's decode."""
+def decode(ids: Iterable[int], skip_special_tokens: bool = True, vocab_size: int = VOCAB_SIZE) -> str:
+    """Text of ``ids``; bytes that form no valid UTF-8 become U+FFFD, as a real tokenizer's decode.
+    Ids past the byte tokenizer's, up to ``vocab_size`` (a token-id prompt in the emulated
+    model's vocabulary), have no text of their own: each reads ``<|id|>``."""
     out: list[str] = []
     buf = bytearray()
     for i in ids:
         if 0 <= i < 256:
             buf.append(i)
             continue
+        if VOCAB_SIZE <= i < vocab_size:
+            out.append(buf.decode("utf-8", errors="replace"))
+            buf.clear()
+            out.append(f"<|{i}|>")
+            continue
         if i not in _SPECIAL_TEXT:
-            raise ValueError(f"token id {i} is outside the vocabulary (0..{VOCAB_SIZE - 1})")
+            raise ValueError(f"token id {i} is outside the vocabulary (0..{vocab_size - 1})")
         if not skip_special_tokens:
             out.append(buf.decode("utf-8", errors="replace"))
             buf.clear()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["WorkloadError", "describe"]
+__all__ = ["PromptCountError", "WorkloadError", "describe"]
 
 
 class WorkloadError(ValueError):
@@ -11,6 +11,11 @@ class WorkloadError(ValueError):
     def __init__(self, message: str) -> None:
         # A multi-line message would break the one-line contract of the command line.
         super().__init__(" ".join(message.split()) if "\n" in message else message)
+
+
+class PromptCountError(WorkloadError):
+    """Counting one prompt's tokens failed for a reason that may pass (the server's ``/tokenize``
+    unreachable, timing out, or answering 429 or 5xx): that prompt fails, not the run."""
 
 
 def describe(value: object, limit: int = 60) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from tokenload.workload.cache import PromptCache
-from tokenload.workload.errors import WorkloadError
+from tokenload.workload.errors import PromptCountError, WorkloadError
 from tokenload.workload.exact import (
     DEFAULT_MAX_CALLS,
     ExactPrompt,
@@ -86,7 +86,7 @@ class PromptMaker:
         try:
             return self._counter(prompt)
         except OSError as exc:
-            raise WorkloadError(f"token counter unreachable ({str(exc) or type(exc).__name__})") from None
+            raise PromptCountError(f"token counter unreachable ({str(exc) or type(exc).__name__})") from None
 
     def make(self, n_tokens: int, seed: int = 0, frame: Frame = PLAIN) -> ExactPrompt:
         """A prompt whose whole request (``frame`` included) is ``n_tokens`` tokens; cached."""

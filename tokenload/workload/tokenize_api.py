@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tokenload.workload.errors import WorkloadError, describe
+from tokenload.workload.errors import PromptCountError, WorkloadError, describe
 from tokenload.workload.frames import RequestPrompt
 
 __all__ = ["TokenizeClient", "TokenizeResult", "TokenizeTransport"]
@@ -58,7 +58,7 @@ class TokenizeClient:
             status, body = self.transport(self.payload(prompt))
         except OSError as exc:
             detail = str(exc) or type(exc).__name__
-            raise WorkloadError(
+            raise PromptCountError(
                 f"{where}: server unreachable ({detail}); exact prompt lengths need it"
             ) from None
         if status == 404:
@@ -66,6 +66,8 @@ class TokenizeClient:
                 f"{where}: 404, this server has no tokenize endpoint; give a tokenizer_file or use "
                 "length_method: estimate"
             )
+        if status == 429 or status >= 500:
+            raise PromptCountError(f"{where}: HTTP {status}: {_error_message(body)}")
         if status != 200:
             raise WorkloadError(f"{where}: HTTP {status}: {_error_message(body)}")
         try:
