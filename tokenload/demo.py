@@ -26,20 +26,42 @@ __all__ = ["main"]
 REFERENCE = {121: (37.3, 29.07), 511: (73.6, 28.86), 2041: (261.8, 28.96), 8191: (1736.0, 30.70)}
 
 
-def _sweep(out: Path, *args: str) -> dict | None:
+def _findings(output: str) -> str:
+    """What tokenload sweep says after the load (its step table, the knee, the report), without
+    Locust's request and percentile tables before it."""
+    lines = output.splitlines()
+    start = next(
+        (i for i, line in enumerate(lines) if line.lstrip().startswith("step ") and "req/s" in line), None
+    )
+    return "\n".join(lines[start:]) if start is not None else ""
+
+
+def _sweep(out: Path, *args: str, verbose: bool = False) -> dict | None:
+    """One tokenload sweep; its findings printed (with ``verbose``, all it printed: Locust's
+    tables too)."""
     cmd = [sys.executable, "-m", "tokenload", "sweep", "--workers", "0", "--out", str(out), *args]
     print("$ tokenload sweep " + " ".join(cmd[5:]), flush=True)
-    rc = subprocess.call(cmd)
+    if verbose:
+        rc, output = subprocess.call(cmd), ""
+    else:
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        rc, output = proc.returncode, proc.stdout + proc.stderr
     path = out / "summary.json"
     if rc not in (0, 1) or not path.exists():
+        print(output[-3000:], file=sys.stderr)
         print(f"tokenload demo: the sweep failed (exit {rc}); see {out}", file=sys.stderr)
         return None
+    if output:
+        print(_findings(proc.stdout), flush=True)
     return json.loads(path.read_text())
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="tokenload demo", description=__doc__)
     p.add_argument("--quick", action="store_true", help="shorter steps (a smoke run)")
+    p.add_argument(
+        "--verbose", action="store_true", help="show every sub-run's full output (Locust's tables)"
+    )
     args = p.parse_args(argv)
     base = Path(DEFAULT_REPORTS_DIR) / f"demo-{new_run_id()}"
     step_s = "6" if args.quick else "12"
@@ -51,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
             base / f"context-{n}", "--concurrency", "1", "--step-duration", "8" if n < 8191 else "14",
             "--warmup", "0.25", "--prompt-tokens", str(n), "--output-tokens", "64",
             "--sim-args", "--preset v0 --max-model-len 16384",
+            verbose=args.verbose,
         )  # fmt: skip
         if s is None:
             return 1
@@ -69,13 +92,13 @@ def main(argv: list[str] | None = None) -> int:
     print("\n== 2. Concurrency staircase, short prompts (128 in, 64 out) ==", flush=True)
     short = _sweep(
         base / "concurrency-short", "--concurrency", "1,4,16,64,256", "--step-duration", step_s,
-        "--prompt-tokens", "128", "--output-tokens", "64",
+        "--prompt-tokens", "128", "--output-tokens", "64", verbose=args.verbose,
     )  # fmt: skip
     print("\n== 3. Concurrency staircase, long prompts (4096 in, 64 out) ==", flush=True)
     long_step_s = "10" if args.quick else "15"
     long = _sweep(
         base / "concurrency-long", "--concurrency", "1,2,4,8", "--step-duration", long_step_s,
-        "--prompt-tokens", "4096", "--output-tokens", "64",
+        "--prompt-tokens", "4096", "--output-tokens", "64", verbose=args.verbose,
     )  # fmt: skip
     if short is None or long is None:
         return 1

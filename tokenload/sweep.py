@@ -365,7 +365,9 @@ def main(argv: list[str] | None = None) -> int:
         from tokenload.report.writer import write_reports
 
         try:
-            report_html = write_reports(run_dir).report_html
+            # The Locust process wrote it at its end (every run does); rebuilt only if it could not.
+            existing = run_dir / "report.html"
+            report_html = existing if existing.exists() else write_reports(run_dir).report_html
         except (ReportError, OSError, ValueError) as exc:  # the measured data stays in the run directory
             report_html = None
             print(f"tokenload sweep: the report could not be written: {exc}", file=sys.stderr)

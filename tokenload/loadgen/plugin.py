@@ -243,6 +243,27 @@ class RunContext:
         if self.steps.measure(step.index, now):
             self._announce()
 
+    # -- a run without a load shape (plain ``locust -u N -t T``, or the web UI) -------------
+    def implicit_step(self, users: int, now: float) -> None:
+        """Each user count a shapeless run settles at is a step: its ramp is the warm-up, the
+        time until the count changes (or the test stops) is measured. So a plain Locust run gets
+        summary.json, verdicts and reports as a shaped one does."""
+        windows = self.steps.windows
+        if self.steps.step is not None:
+            self.steps.end(self.steps.step, now)
+        # The ramp (from the test's start, or the last count's end) is the step's warm-up.
+        start = windows[-1].end if windows and windows[-1].end else (self.start_time or now)
+        index = len(windows)
+        self.steps.begin(index, users, None, start)
+        self.steps.measure(index, now)
+        log.info("tokenload: step %d: %d users (no load shape: each user count is a step)", index, users)
+        self._announce()
+
+    def end_implicit_step(self, now: float) -> None:
+        if self.steps.step is not None:
+            self.steps.end(self.steps.step, now)
+            self._announce()
+
     def end_step(self, step: Step, now: float) -> None:
         self.steps.end(step.index, now)
         self.rate_schedule = None
@@ -330,6 +351,19 @@ class RunContext:
     def rows(self) -> list[dict[str, Any]]:
         return stats_rows(self.stats, self.elapsed_s())
 
+    def _write_reports(self) -> None:
+        """report.md, report.html and the parquet files, as tokenload sweep writes them: every
+        run (plain Locust, a fleet's headless master) gets them. A report that cannot be written
+        loses nothing measured: the run directory keeps summary.json and the records."""
+        from tokenload.report.rundir import ReportError
+        from tokenload.report.writer import write_reports
+
+        assert self.run_dir is not None
+        try:
+            write_reports(self.run_dir)
+        except (ReportError, OSError, ValueError) as exc:
+            log.warning("tokenload: the report could not be written: %s", exc)
+
     def finish(self) -> None:
         """Master/local end of run: flush, then write the summaries. Idempotent."""
         if self._finished or self.is_worker:
@@ -358,6 +392,8 @@ class RunContext:
         (self.run_dir / "llm_stats.json").write_text(json.dumps(summary, indent=2))
         if self.records is not None:
             self.records.close()
+        if self.steps.windows:
+            self._write_reports()
         opts = self.environment.parsed_options
         if not self.stats.empty:
             print("\nLLM metrics (" + FORMULAS["tpot_ms"] + ")", flush=True)
@@ -502,9 +538,22 @@ def _on_test_start(environment: Environment, **_kw: Any) -> None:
     ctx.start_scraper()
 
 
+def _shapeless(environment: Environment) -> bool:
+    """A master or local run without a load shape (its steps are implicit: see implicit_step)."""
+    return not isinstance(environment.runner, WorkerRunner) and environment.shape_class is None
+
+
+def _on_spawning_complete(user_count: int, **_kw: Any) -> None:
+    for env in list(_contexts):
+        if env.runner is not None and _shapeless(env):
+            context_of(env).implicit_step(int(user_count), time.time())
+
+
 def _on_test_stop(environment: Environment, **_kw: Any) -> None:
     ctx = context_of(environment)
     ctx.end_time = time.time()
+    if environment.runner is not None and _shapeless(environment):
+        ctx.end_implicit_step(ctx.end_time)
     if ctx.scraper is not None:
         ctx.scraper.scrape_once()  # the state at the end of the load, inside the window
 
@@ -550,6 +599,7 @@ def install(events: Any = None) -> None:
     events.worker_report.add_listener(_on_worker_report)
     events.test_start.add_listener(_on_test_start)
     events.test_stop.add_listener(_on_test_stop)
+    events.spawning_complete.add_listener(_on_spawning_complete)
     events.reset_stats.add_listener(_on_reset_stats)
     events.quitting.add_listener(_on_quitting)
 

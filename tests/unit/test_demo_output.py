@@ -1,0 +1,36 @@
+"""make demo reads like a tour: of each sub-run it shows tokenload's findings, not Locust's tables."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+from tokenload.demo import _findings
+from tokenload.sweep import print_findings, print_steps
+
+
+def test_the_demo_keeps_the_step_table_and_drops_locusts_tables() -> None:
+    summary = {
+        "steps": [
+            {
+                "index": 0, "concurrency": 4, "target_rate_rps": None, "requests_per_s": 3.2,
+                "output_tokens_per_s": 200.0, "ttft_ms": {"p50": 20.0, "p99": 40.0}, "tpot_ms": {"p50": 7.0},
+                "server": None, "verdict": {"bottleneck": "none"}, "flags": [],
+            }
+        ],
+        "knee": None,
+        "search": {"shape": "StaircaseShape"},
+    }  # fmt: skip
+    ours = io.StringIO()
+    with contextlib.redirect_stdout(ours):
+        print_steps(summary)
+        print_findings(summary)
+    locust = (
+        "Type     Name             # reqs      # fails |    Avg     Min     Max |   req/s  failures/s\n"
+        "POST     /v1/completions      96     0(0.00%) |    105      98     130 |    3.20        0.00\n"
+        "Response time percentiles (approximated)\n"
+    )
+    shown = _findings("target: the built-in emulator\n" + locust + ours.getvalue() + "\nrun directory: x\n")
+    assert "# reqs" not in shown and "percentiles" not in shown
+    assert shown.lstrip().startswith("step") and "not saturated at any step" in shown
+    assert shown.rstrip().endswith("run directory: x")
