@@ -40,7 +40,7 @@ def _sweep(out: Path, *args: str, verbose: bool = False) -> dict | None:
     """One tokenload sweep; its findings printed (with ``verbose``, all it printed: Locust's
     tables too)."""
     cmd = [sys.executable, "-m", "tokenload", "sweep", "--workers", "0", "--out", str(out), *args]
-    print("$ tokenload sweep " + " ".join(cmd[5:]), flush=True)
+    print("$ tokenload sweep " + " ".join(cmd[4:]), flush=True)
     if verbose:
         rc, output = subprocess.call(cmd), ""
     else:
@@ -85,8 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     for n, ttft, tpot, rttft, rtpot in rows:
         print(f"{n:>12} {ttft:>12.1f} {rttft:>10.1f} {tpot:>12.2f} {rtpot:>10.2f}")
     print(
-        "(the A40 profile was fitted to these reference numbers: agreement here is in sample, "
-        "not a validation; batched throughput is not yet validated against measurements)"
+        "(the A40 profile was fitted to these reference numbers: agreement here is in sample, not a "
+        "validation; out of sample, at concurrency > 1: TPOT and throughput off by up to 8-24 %, TTFT "
+        "by more; bench/RESULTS.md)"
     )
 
     print("\n== 2. Concurrency staircase, short prompts (128 in, 64 out) ==", flush=True)
