@@ -140,5 +140,13 @@ def test_max_num_seqs_2_is_the_scheduler_limit(vllm_servers: ServerPool, tmp_pat
     assert server(summary, 8, "kv_cache_usage_ratio", "max") < 0.1
     # vLLM counts requests held by max_num_seqs as reason="capacity" too, not only KV waits.
     assert server(summary, 8, "requests_waiting_capacity", "mean") > 4
-    assert verdicts(summary) == {1: "none", 8: "scheduler_limit"}
-    assert summary["knee"]["bottleneck"] == "scheduler_limit"
+    # Saturated at 8, and max_num_seqs is a binding cap. As in the tiny-KV case, which 2x
+    # relaxation would buy more on this CPU server is the step-time model's call: on one clean
+    # CI run (1cbaf28) its noisy CPU step times ranked compute above the cap, on three others the
+    # cap first; no counterfactual run of real vLLM has checked it (issue #15, item 6).
+    found = verdicts(summary)
+    assert found[1] == "none" and found[8] in ("scheduler_limit", "compute"), found
+    top = next(s for s in summary["steps"] if s["concurrency"] == 8)["verdict"]
+    ranked = next(e for e in top["evidence"] if e["metric"] == "predicted gain from relaxing each 2x")
+    assert "scheduler_limit" in ranked["value"], top["evidence"]
+    assert summary["knee"]["bottleneck"] == found[8]
