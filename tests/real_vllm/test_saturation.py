@@ -65,6 +65,17 @@ def verdicts(summary: dict[str, Any]) -> dict[int, str]:
     return {s["concurrency"]: s["verdict"]["bottleneck"] for s in summary["steps"]}
 
 
+def assert_capped(summary: dict[str, Any], concurrency: int, cap: str) -> None:
+    """1 user unsaturated; at ``concurrency`` the cap or compute named (the step-time model's
+    call on this CPU server), the cap ranked among the 2x relaxations, and the knee there."""
+    found = verdicts(summary)
+    assert found[1] == "none" and found[concurrency] in (cap, "compute"), found
+    top = next(s for s in summary["steps"] if s["concurrency"] == concurrency)["verdict"]
+    ranked = next(e for e in top["evidence"] if e["metric"] == "predicted gain from relaxing each 2x")
+    assert cap in ranked["value"], top["evidence"]
+    assert summary["knee"]["bottleneck"] == found[concurrency]
+
+
 def server(summary: dict[str, Any], concurrency: int, figure: str, stat: str) -> float:
     step = next(s for s in summary["steps"] if s["concurrency"] == concurrency)
     return step["server"][figure][stat]
@@ -125,12 +136,7 @@ def test_a_tiny_kv_cache_with_long_prompts_is_kv_capacity(vllm_servers: ServerPo
     # CPU server is the step-time model's call (its prefill-heavy steps grow with the batch, so
     # the rules may name compute, with kv_capacity ranked in the evidence); no counterfactual run
     # of real vLLM with a doubled cache has checked it yet (issue #15, item 6).
-    found = verdicts(summary)
-    assert found[1] == "none" and found[4] in ("kv_capacity", "compute"), found
-    top = next(s for s in summary["steps"] if s["concurrency"] == 4)["verdict"]
-    ranked = next(e for e in top["evidence"] if e["metric"] == "predicted gain from relaxing each 2x")
-    assert "kv_capacity" in ranked["value"], top["evidence"]
-    assert summary["knee"]["bottleneck"] == found[4]
+    assert_capped(summary, 4, "kv_capacity")
     assert summary["knee"]["last_unsaturated_concurrency"] == 1
 
 
@@ -146,9 +152,4 @@ def test_max_num_seqs_2_is_the_scheduler_limit(vllm_servers: ServerPool, tmp_pat
     # relaxation would buy more on this CPU server is the step-time model's call: on one clean
     # CI run (1cbaf28) its noisy CPU step times ranked compute above the cap, on three others the
     # cap first; no counterfactual run of real vLLM has checked it (issue #15, item 6).
-    found = verdicts(summary)
-    assert found[1] == "none" and found[8] in ("scheduler_limit", "compute"), found
-    top = next(s for s in summary["steps"] if s["concurrency"] == 8)["verdict"]
-    ranked = next(e for e in top["evidence"] if e["metric"] == "predicted gain from relaxing each 2x")
-    assert "scheduler_limit" in ranked["value"], top["evidence"]
-    assert summary["knee"]["bottleneck"] == found[8]
+    assert_capped(summary, 8, "scheduler_limit")
