@@ -166,14 +166,20 @@ class LLMUser(User):
             return
         self.send(prepared)
 
-    def unsent_failure(self, failure_class: str, detail: str, name: str | None = None) -> dict[str, Any]:
-        """Count a request that failed before anything was sent (its prompt could not be made):
-        a failed record and a Locust failure under ``failure_class``; the run goes on."""
-        name = name or self.path
+    def _take_slot(self) -> tuple[int | None, str | None, Slot | None]:
+        """The step and phase a request belongs to, and its arrival: the step (and phase) it
+        started in; an open-loop arrival's, the step whose schedule it came from."""
         step, phase = self.ctx.steps.step, self.ctx.steps.phase
         slot, self._slot = self._slot, None
         if slot is not None and slot.step != step:
             step, phase = slot.step, None
+        return step, phase, slot
+
+    def unsent_failure(self, failure_class: str, detail: str, name: str | None = None) -> dict[str, Any]:
+        """Count a request that failed before anything was sent (its prompt could not be made):
+        a failed record and a Locust failure under ``failure_class``; the run goes on."""
+        name = name or self.path
+        step, phase, slot = self._take_slot()
         ctx = self.ctx
         record = make_record(
             request_id=ctx.next_request_id(),
@@ -222,10 +228,7 @@ class LLMUser(User):
         state = state if state is not None else StreamState(chat=self.chat)
         # A request belongs to the step (and phase) it started in; an open-loop arrival to the
         # step whose schedule it came from. Only an iteration's first request is scheduled.
-        step, phase = self.ctx.steps.step, self.ctx.steps.phase
-        slot, self._slot = self._slot, None
-        if slot is not None and slot.step != step:
-            step, phase = slot.step, None
+        step, phase, slot = self._take_slot()
         measured = self.ctx.measured_in_flight
         counted = step if phase == "measure" and step is not None else None
         self.ctx.in_flight += 1
