@@ -21,13 +21,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any, NoReturn
 
-from tokenload.loadgen.options import (
-    add_prometheus_arguments,
-    add_step_arguments,
-    gpu_peaks_type,
-    length_spec,
-    metrics_url_type,
-)
+import configargparse
+
+from tokenload.loadgen.option_table import add_options, env_var_names, forwarded_argv
 from tokenload.loadgen.steps import (
     StepSpecError,
     parse_concurrency_list,
@@ -66,7 +62,7 @@ class SweepError(Exception):
     """A bad argument or an unreachable host: one line, exit status 2, no load sent."""
 
 
-class _Parser(argparse.ArgumentParser):
+class _Parser(configargparse.ArgumentParser):
     """Bad arguments as one line naming the option (``tokenload sweep: --rate: expected ...``)."""
 
     def error(self, message: str) -> NoReturn:
@@ -74,70 +70,11 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The sweep's options and every run option it forwards to Locust, from the one option table
+    (:mod:`tokenload.loadgen.option_table`); each is also read from its ``TOKENLOAD_*`` variable."""
     p = _Parser(prog="tokenload sweep", description=__doc__)
-    p.add_argument("--host", default=None, help="target base URL; default: start the built-in emulator")
-    p.add_argument(
-        "--shape",
-        choices=sorted(_SHAPES),
-        default="staircase",
-        help="staircase: --concurrency steps; knee: adaptive search for the saturation concurrency; "
-        "rate: open-loop --rate steps; context: one step per --prompt-lengths length at each --concurrency",
-    )
-    # The shape, stop and Prometheus options are Locust's own (tokenload.loadgen.options), with their
-    # checks; the sweep forwards whatever was given to the Locust processes.
-    before = len(p._actions)
-    add_step_arguments(p)
-    add_prometheus_arguments(p)
-    p.set_defaults(_forward=p._actions[before:])  # given to the master (or the local process)
-    p.set_defaults(concurrency="1,2,4,8,16,32,64", rate="1,2,4,8")
-    p.add_argument(
-        "--prompt-tokens",
-        type=length_spec("--prompt-tokens"),
-        default="128",
-        help="a length (in the target's tokens) or a distribution",
-    )
-    p.add_argument(
-        "--output-tokens",
-        type=length_spec("--output-tokens"),
-        default="64",
-        help="a length or a distribution, as --prompt-tokens",
-    )
-    p.add_argument("--endpoint", choices=["chat", "completions"], default="completions")
-    p.add_argument("--model", default="")
-    p.add_argument("--workload", default="", help="a YAML run file's workload (datasets, prefixes, ...)")
-    p.add_argument("--workers", type=int, default=1, help="worker processes; 0 runs one local process")
-    p.add_argument("--out", default=None, help="run directory (default reports/<run-id>)")
-    p.add_argument(
-        "--metrics-url",
-        action="append",
-        default=None,
-        type=metrics_url_type,
-        help="server /metrics to scrape (repeatable)",
-    )
-    p.add_argument("--metrics-interval", type=float, default=1.0)
-    p.add_argument(
-        "--sim-args", default="", help="extra arguments for the built-in emulator, when it is the target"
-    )
-    p.add_argument(
-        "--gpu-peaks",
-        default="",
-        type=gpu_peaks_type,
-        help="the target GPU's peak FLOP/s,bytes/s (none by default: the analysis then decides from "
-        "the server's step times)",
-    )
+    add_options(p, "sweep", env_vars=True)
     return p
-
-
-def _forwarded(args: argparse.Namespace) -> list[str]:
-    """The shape, stop and Prometheus options as Locust's command line takes them."""
-    out: list[str] = []
-    for action in args._forward:
-        value = getattr(args, action.dest)
-        if isinstance(action, argparse._StoreTrueAction):
-            out += [action.option_strings[0]] if value else []
-        elif value is not None and value != "":
-            out += [action.option_strings[0], str(value)]
-    return out
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -154,12 +91,6 @@ def _check(args: argparse.Namespace) -> None:
         raise SweepError(str(exc)) from None
     if args.knee_max < args.knee_start:
         raise SweepError(f"--knee-max: expected an integer >= --knee-start, got {args.knee_max}")
-    if args.workers < 0:
-        raise SweepError(f"--workers: expected 0 or more worker processes, got {args.workers}")
-    if args.metrics_interval <= 0:
-        raise SweepError(
-            f"--metrics-interval: expected a positive number of seconds, got {args.metrics_interval:g}"
-        )
     if args.workload:
         from tokenload.workload.errors import WorkloadError
         from tokenload.workload.spec import load_workload_file
@@ -206,20 +137,15 @@ def _run_locust(args: argparse.Namespace, host: str, run_dir: Path) -> int:
     user = "ChatUser" if args.endpoint == "chat" else "CompletionsUser"
     locustfile.write_text(_LOCUSTFILE.format(user_class=user, shape_class=_SHAPES[args.shape]))
     common = [_locust_bin(), "-f", str(locustfile)]
+    # Every run option that is not Locust's default, as flags; the workload file by its full path.
+    given = dict(vars(args), workload=str(Path(args.workload).resolve()) if args.workload else "")
     load = [
-        "--host", host, "--headless", "--only-summary", "--run-dir", str(run_dir), *_forwarded(args),
-        "--prompt-tokens", str(args.prompt_tokens), "--output-tokens", str(args.output_tokens),
-        "--metrics-interval", str(args.metrics_interval), "--stop-timeout", "120", "--loglevel", "WARNING",
+        "--host", host, "--headless", "--only-summary", "--run-dir", str(run_dir), *forwarded_argv(given),
+        "--stop-timeout", "120", "--loglevel", "WARNING",
     ]  # fmt: skip
-    if args.model:
-        load += ["--model", args.model]
-    if args.gpu_peaks:
-        load += ["--gpu-peaks", args.gpu_peaks]
-    if args.workload:
-        load += ["--workload", str(Path(args.workload).resolve())]
-    for url in args.metrics_url or []:
-        load += ["--metrics-url", url]
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    # The sweep read the TOKENLOAD_* variables already; what it forwards is the whole run.
+    env = {k: v for k, v in os.environ.items() if k not in env_var_names()}
+    env["PYTHONUNBUFFERED"] = "1"
     if args.workers == 0:
         return subprocess.call([*common, *load], env=env)
     port = _free_port()

@@ -114,24 +114,27 @@ def test_no_replica_found_is_an_error_not_a_silent_default(
         entry.metrics_urls(fake_resolver(), retry_s=0)
 
 
-def test_variables_become_flags_and_empty_ones_keep_tokenloads_defaults(
+def test_the_master_adds_only_what_the_pod_knows_and_empty_variables_are_dropped(
     entry: ModuleType, clean_env: pytest.MonkeyPatch
 ) -> None:
     clean_env.setenv("TOKENLOAD_MODEL", "")
+    clean_env.setenv("TOKENLOAD_NATURAL_STOP", " ")
     clean_env.setenv("TOKENLOAD_PROMPT_TOKENS", "512")
-    clean_env.setenv("TOKENLOAD_OUTPUT_TOKENS", " 128 ")
     clean_env.setenv("TOKENLOAD_EXTRA_ARGS", "--natural-stop --ttft-timeout 60")
     argv = entry.locust_argv("master-headless", Path("/results/r1"), ["http://a/metrics", "http://b/metrics"])
     assert argv[:2] == ["locust", "--master"]
-    assert "--model" not in argv and "--api-key-env" not in argv
+    # tokenload's options are Locust's to read from their variables: no flag is made of them.
+    assert "--prompt-tokens" not in argv and "--model" not in argv
     pairs = dict(itertools.pairwise(argv))
     assert pairs["--run-dir"] == "/results/r1"
-    assert pairs["--prompt-tokens"] == "512" and pairs["--output-tokens"] == "128"
     assert pairs["--metrics-url"] == "http://a/metrics,http://b/metrics"
     assert "--headless" in argv and pairs["--html"] == "/results/r1/report.html"
     assert argv[-3:] == ["--natural-stop", "--ttft-timeout", "60"]
     web = entry.locust_argv("master-web", Path("/results/web"), [])
     assert "--headless" not in web and "--html" not in web and "--metrics-url" not in web
+    child = entry.child_env()
+    assert child["TOKENLOAD_PROMPT_TOKENS"] == "512"
+    assert "TOKENLOAD_MODEL" not in child and "TOKENLOAD_NATURAL_STOP" not in child
 
 
 def master_env(tmp_path: Path, **env: str) -> dict[str, str]:

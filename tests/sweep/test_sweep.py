@@ -4,6 +4,7 @@ worker processes against the emulator) producing the documented summary.json."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -14,13 +15,14 @@ import pytest
 from tests.conftest import ROOT, read_records
 
 
-def sweep(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+def sweep(*args: str, timeout: float = 240, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "tokenload", "sweep", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=timeout,
+        env={**os.environ, **(env or {})},
     )
 
 
@@ -79,13 +81,19 @@ def test_staircase_against_the_emulator(tmp_path: Path, workers: int) -> None:
     run_dir = tmp_path / "run"
     out = sweep(
         "--concurrency", "1,8", "--step-duration", "4", "--warmup", "1", "--prompt-tokens", "20",
-        "--output-tokens", "24", "--workers", str(workers), "--out", str(run_dir),
-        "--metrics-interval", "0.5",
-        "--sim-args", "--profile h100-llama3.1-8b",
+        "--workers", str(workers), "--out", str(run_dir), "--metrics-interval", "0.5",
+        "--stall-timeout", "29", "--sim-args", "--profile h100-llama3.1-8b",
+        # Options from their variables, as a pod sets them; the flag wins over the variable.
+        env={"TOKENLOAD_OUTPUT_TOKENS": "24", "TOKENLOAD_TTFT_TIMEOUT": "77",
+             "TOKENLOAD_PROMPT_TOKENS": "999"},
     )  # fmt: skip
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["schema_version"] == 2
+    # Every run option reaches the Locust processes, not only the ones the sweep once listed.
+    config = summary["config"]
+    assert (config["stall_timeout_s"], config["ttft_timeout_s"]) == (29.0, 77.0)
+    assert (config["prompt_tokens"], config["output_tokens"]) == ("20", "24")
     steps = summary["steps"]
     assert [s["concurrency"] for s in steps] == [1, 8]
     for s in steps:
@@ -108,6 +116,7 @@ def test_staircase_against_the_emulator(tmp_path: Path, workers: int) -> None:
     records = read_records(run_dir)
     traces = (run_dir / "server_trace.jsonl").read_text().splitlines()
     assert len(records) == len(traces) and all(r["status"] == "ok" for r in records)
+    assert {r["requested_output_tokens"] for r in records} == {24}
     # Requests started in a step's measured part are that step's; the rest are outside every step.
     measured = sum(s["requests"]["ok"] for s in steps)
     assert measured == sum(1 for r in records if r["phase"] == "measure")

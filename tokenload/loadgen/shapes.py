@@ -34,6 +34,7 @@ import time
 from typing import Any
 
 from tokenload.loadgen import plugin
+from tokenload.loadgen.option_table import run_defaults
 from tokenload.loadgen.pacing import OPEN_LOOP_OPTION
 from tokenload.loadgen.steps import Step, parse_concurrency_list, parse_rate_list, rate_staircase, staircase
 
@@ -51,9 +52,10 @@ _SETTLE_MAX_S = 5.0
 _SHRINK_MAX_S = 30.0
 
 
-def _opt(shape: LoadTestShape, name: str, default: Any) -> Any:
-    value = getattr(shape.runner.environment.parsed_options, name, default)
-    return default if value is None else value
+def _opt(shape: LoadTestShape, name: str) -> Any:
+    """A run option's value, or its default from the option table (library use, no parsing)."""
+    value = getattr(shape.runner.environment.parsed_options, name, None)
+    return run_defaults()[name] if value is None else value
 
 
 class StepShape(LoadTestShape):
@@ -112,7 +114,7 @@ class StepShape(LoadTestShape):
             return self._spawn(step)
         if self.ended_at is None:
             elapsed = now - self.reached_at
-            budget = _opt(self, "time_budget", None)
+            budget = _opt(self, "time_budget")
             over_budget = budget is not None and now >= (self.first_start or now) + float(budget)
             if elapsed >= step.duration_s or over_budget:  # the budget cuts a step its ramp delayed
                 self.ctx.end_step(step, now)
@@ -128,7 +130,7 @@ class StepShape(LoadTestShape):
         if self.ctx.awaiting_reports and now - self.ended_at < _SETTLE_MAX_S:
             return self._spawn(step)
         unfinished = self.ctx.unfinished(step.index)
-        if unfinished and now - self.ended_at < float(_opt(self, "settle_timeout", 60.0)):
+        if unfinished and now - self.ended_at < float(_opt(self, "settle_timeout")):
             if not self.ctx.awaiting_reports:
                 self.ctx.request_reports()
             return self._spawn(step)
@@ -139,7 +141,7 @@ class StepShape(LoadTestShape):
                 "(--settle-timeout %g s)",
                 step.index,
                 unfinished,
-                float(_opt(self, "settle_timeout", 60.0)),
+                float(_opt(self, "settle_timeout")),
             )
         from tokenload.results.summary import step_summaries
 
@@ -173,7 +175,7 @@ class StepShape(LoadTestShape):
         self._shrink_since = None
         reason = self._stop_condition(steps)
         nxt = None if reason else self.next_step(len(self.done), steps)
-        budget = _opt(self, "time_budget", None)
+        budget = _opt(self, "time_budget")
         start = self.first_start if self.first_start is not None else now
         if nxt is not None and budget is not None and now + nxt.duration_s > start + float(budget):
             reason = f"--time-budget: {budget:g} s would be exceeded by the next step"
@@ -196,24 +198,24 @@ class StepShape(LoadTestShape):
         last = steps[-1]
         reqs = last.get("requests") or {}
         total = (reqs.get("ok") or 0) + (reqs.get("failed") or 0)
-        max_err = float(_opt(self, "stop_error_rate", 0.5))
+        max_err = float(_opt(self, "stop_error_rate"))
         if total and reqs["failed"] / total > max_err:
             return (
                 f"--stop-error-rate: step {last['index']} failed {reqs['failed']} of {total} (> {max_err:g})"
             )
-        if "oversaturated" in (last.get("flags") or []) and not _opt(self, "no_stop_oversaturated", False):
+        if "oversaturated" in (last.get("flags") or []) and not _opt(self, "no_stop_oversaturated"):
             t = last.get("waiting_trend") or {}
             return (
                 f"over-saturated: the server's waiting queue grew from {t.get('first')} to {t.get('last')} "
                 f"through step {last['index']} (--no-stop-oversaturated to go on)"
             )
-        slo_text = _opt(self, "stop_slo", "")
+        slo_text = _opt(self, "stop_slo")
         if slo_text:
             from tokenload.report.capacity import check_steps, parse_slo
 
             check = check_steps([last], parse_slo(slo_text))[0]
             self._slo_breaches = 0 if check.meets else self._slo_breaches + 1
-            n = int(_opt(self, "stop_slo_steps", 2))
+            n = int(_opt(self, "stop_slo_steps"))
             if self._slo_breaches >= n:
                 return f"--stop-slo: {n} steps in a row broke it ({'; '.join(check.failed_items)})"
         return None
@@ -269,9 +271,9 @@ class StaircaseShape(_PlannedShape):
 
     def make_plan(self) -> list[Step]:
         return staircase(
-            parse_concurrency_list(_opt(self, "concurrency", "1,2,4,8")),
-            float(_opt(self, "step_duration", 30.0)),
-            float(_opt(self, "warmup", 0.2)),
+            parse_concurrency_list(_opt(self, "concurrency")),
+            float(_opt(self, "step_duration")),
+            float(_opt(self, "warmup")),
         )
 
     def result(self) -> dict[str, Any]:
@@ -287,14 +289,14 @@ class RateShape(_PlannedShape):
 
     def make_plan(self) -> list[Step]:
         return rate_staircase(
-            parse_rate_list(_opt(self, "rate", "1,2,4")),
-            float(_opt(self, "step_duration", 30.0)),
-            float(_opt(self, "warmup", 0.2)),
-            int(_opt(self, "max_in_flight", 512)),
+            parse_rate_list(_opt(self, "rate")),
+            float(_opt(self, "step_duration")),
+            float(_opt(self, "warmup")),
+            int(_opt(self, "max_in_flight")),
         )
 
     def result(self) -> dict[str, Any]:
-        return {"shape": "rate", "arrival": str(_opt(self, "arrival", "poisson"))}
+        return {"shape": "rate", "arrival": str(_opt(self, "arrival"))}
 
 
 class ContextSweepShape(_PlannedShape):
@@ -305,10 +307,10 @@ class ContextSweepShape(_PlannedShape):
     abstract = True
 
     def make_plan(self) -> list[Step]:
-        lengths = [s.strip() for s in str(_opt(self, "prompt_lengths", "121,511,2041,8191")).split(",")]
-        levels = parse_concurrency_list(_opt(self, "concurrency", "1"))
+        lengths = [s.strip() for s in str(_opt(self, "prompt_lengths")).split(",")]
+        levels = parse_concurrency_list(_opt(self, "concurrency"))
         base = staircase(
-            levels * len(lengths), float(_opt(self, "step_duration", 30.0)), float(_opt(self, "warmup", 0.2))
+            levels * len(lengths), float(_opt(self, "step_duration")), float(_opt(self, "warmup"))
         )
         pairs = [(n, c) for n in lengths for c in levels]
         return [dataclasses.replace(s, prompt_tokens=n) for s, (n, _) in zip(base, pairs, strict=True)]
@@ -338,18 +340,18 @@ class KneeShape(StepShape):
         self.outcome = "running"
 
     def _step_of(self, index: int, concurrency: int, probe: bool) -> Step:
-        duration = float(_opt(self, "step_duration", 30.0))
+        duration = float(_opt(self, "step_duration"))
         if probe:
-            duration = float(_opt(self, "probe_duration", duration / 2))
+            duration = float(_opt(self, "probe_duration") or duration / 2)
         return dataclasses.replace(
-            staircase([concurrency], duration, float(_opt(self, "warmup", 0.2)))[0], index=index
+            staircase([concurrency], duration, float(_opt(self, "warmup")))[0], index=index
         )
 
     def next_step(self, index: int, steps: list[dict[str, Any]]) -> Step | None:
-        start = int(_opt(self, "knee_start", 1))
-        cap = int(_opt(self, "knee_max", 1024))
-        factor = float(_opt(self, "knee_factor", 4.0))
-        resolution = float(_opt(self, "knee_resolution", 1.5))
+        start = int(_opt(self, "knee_start"))
+        cap = int(_opt(self, "knee_max"))
+        factor = float(_opt(self, "knee_factor"))
+        resolution = float(_opt(self, "knee_resolution"))
         if not steps:
             return self._step_of(index, min(start, cap), probe=True)
         last = steps[-1]

@@ -2,13 +2,16 @@
 
     python tokenload_k8s.py master-headless   # Locust master, headless; prints its result at exit
     python tokenload_k8s.py master-web        # Locust master with the web UI, started by hand
+    python tokenload_k8s.py worker            # Locust worker
     python tokenload_k8s.py wait-target       # init container: wait for $LOCUST_HOST's /health
     python tokenload_k8s.py wait-tcp HOST:PORT  # init container: wait until HOST:PORT accepts
 
-Locust reads its own options from ``LOCUST_*`` variables (the ``tokenload-run`` ConfigMap).
-tokenload's options have no variables of their own, so this script turns ``TOKENLOAD_*``
-variables into flags; an unset or empty variable leaves tokenload's default. The API key is
-never a flag: the pod gets it from a Secret, in the variable ``--api-key-env`` names.
+Locust reads its own options from ``LOCUST_*`` variables and tokenload's from ``TOKENLOAD_*``
+variables (the ``tokenload-run`` ConfigMap; every option has one, listed in k8s/README.md). This
+script drops the empty ones first, so that an empty variable leaves tokenload's default, and
+adds what only the pod knows: the run directory and the replicas found through a headless
+Service. The API key is never a flag: the pod gets it from a Secret, in the variable
+``--api-key-env`` names.
 
 Standard library only: it runs in the tokenload image before anything else is known to work.
 """
@@ -29,20 +32,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-# TOKENLOAD_* variable -> tokenload's flag (only passed when the variable is set and not empty).
-FLAGS = {
-    "TOKENLOAD_MODEL": "--model",
-    "TOKENLOAD_PROMPT_TOKENS": "--prompt-tokens",
-    "TOKENLOAD_OUTPUT_TOKENS": "--output-tokens",
-    "TOKENLOAD_TTFT_TIMEOUT": "--ttft-timeout",
-    "TOKENLOAD_STALL_TIMEOUT": "--stall-timeout",
-    "TOKENLOAD_METRICS_INTERVAL": "--metrics-interval",
-    # the step shapes (locustfiles/staircase.py)
-    "TOKENLOAD_CONCURRENCY": "--concurrency",
-    "TOKENLOAD_STEP_DURATION": "--step-duration",
-    "TOKENLOAD_WARMUP": "--warmup",
-}
-
 Resolver = Callable[..., Sequence[Any]]
 
 
@@ -52,6 +41,11 @@ def log(message: str) -> None:
 
 def env(name: str, default: str = "") -> str:
     return os.environ.get(name, "").strip() or default
+
+
+def child_env() -> dict[str, str]:
+    """The environment for Locust: without empty ``TOKENLOAD_*`` variables (empty = default)."""
+    return {k: v for k, v in os.environ.items() if not (k.startswith("TOKENLOAD_") and not v.strip())}
 
 
 def run_dir() -> Path:
@@ -100,15 +94,12 @@ def metrics_urls(resolve: Resolver = socket.getaddrinfo, retry_s: float = 60.0) 
 
 
 def locust_argv(role: str, directory: Path, urls: Sequence[str]) -> list[str]:
-    """The master's command line; Locust's own options come from its LOCUST_* variables."""
+    """The master's command line; the options come from the LOCUST_* and TOKENLOAD_* variables."""
     argv = ["locust", "--master", "--run-dir", str(directory), "--csv", str(directory / "locust")]
     if role == "master-headless":
         # --headless, not --autostart: a headless master sends its workers "quit" when the run ends
         # (Locust 2.47's autostart master forgets stopped workers, which then wait 60 s to exit).
         argv += ["--headless", "--html", str(directory / "report.html")]
-    for name, flag in FLAGS.items():
-        if env(name):
-            argv += [flag, env(name)]
     if urls:
         argv += ["--metrics-url", ",".join(urls)]
     argv += shlex.split(env("TOKENLOAD_EXTRA_ARGS"))
@@ -130,9 +121,9 @@ def master(role: str, resolve: Resolver = socket.getaddrinfo) -> int:
     log("exec " + shlex.join(argv))
     if role == "master-web":
         sys.stdout.flush()
-        os.execvp(argv[0], argv)
+        os.execvpe(argv[0], argv, child_env())
 
-    proc = subprocess.Popen(argv)
+    proc = subprocess.Popen(argv, env=child_env())
 
     def forward(signum: int, _frame: Any) -> None:
         if proc.poll() is None:
@@ -198,6 +189,9 @@ def main(argv: Sequence[str]) -> int:
     command = argv[0] if argv else ""
     if command in ("master-headless", "master-web"):
         return master(command)
+    if command == "worker":
+        sys.stdout.flush()
+        os.execvpe("locust", ["locust", "--worker"], child_env())
     if command == "wait-target":
         timeout_s = float(env("TOKENLOAD_WAIT_TARGET_S", "300"))
         if timeout_s <= 0:

@@ -1,0 +1,90 @@
+"""The headless Job's pods on loopback: the master and a worker started by the entry script as the
+manifests start them, their options from ``k8s/base/run.env`` (the ``tokenload-run`` ConfigMap,
+empty variables included), against the emulator; only the values a pod could not hold here (the
+target, the locustfile's path, ports, a short run) are overridden."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT, read_records
+from tests.k8s.manifests import K8S
+from tokenload.serving.process import ServerProcess
+
+SCRIPT = K8S / "base" / "scripts" / "tokenload_k8s.py"
+
+
+def config_map() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in (K8S / "base" / "run.env").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, _, value = line.partition("=")
+            out[name] = value
+    return out
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_headless_job_runs_from_its_config_map(tmp_path: Path) -> None:
+    sim = ServerProcess(["-m", "tokenload.sim", "--port", "0"], log_path=tmp_path / "sim.log")
+    host = sim.start()
+    port = _free_port()
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("TOKENLOAD_", "LOCUST_"))}
+    env = base | config_map()
+    # The empty TOKENLOAD_* lines of the ConfigMap stay: the entry script must drop them.
+    assert any(k.startswith("TOKENLOAD_") and v == "" for k, v in env.items())
+    env |= {
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "HOME": str(tmp_path),
+        "LOCUST_HOST": host,
+        "LOCUST_LOCUSTFILE": str(ROOT / "locustfiles" / "chat.py"),
+        "LOCUST_USERS": "4",
+        "LOCUST_SPAWN_RATE": "4",
+        "LOCUST_RUN_TIME": "5s",
+        "LOCUST_EXPECT_WORKERS": "1",
+        "LOCUST_EXPECT_WORKERS_MAX_WAIT": "60",
+        "LOCUST_MASTER_BIND_HOST": "127.0.0.1",
+        "LOCUST_MASTER_BIND_PORT": str(port),
+        "LOCUST_MASTER_NODE_HOST": "127.0.0.1",
+        "LOCUST_MASTER_NODE_PORT": str(port),
+        "TOKENLOAD_OUTPUT_TOKENS": "16",
+        "TOKENLOAD_EXPORTER_PORT": str(_free_port()),
+        "TOKENLOAD_RESULTS_DIR": str(tmp_path / "results"),
+        "TOKENLOAD_RUN_NAME": "job",
+    }
+    worker = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "worker"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    try:
+        master = subprocess.run(
+            [sys.executable, str(SCRIPT), "master-headless"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        worker_rc = worker.wait(timeout=60)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+        sim.stop()
+    assert master.returncode == 0 and worker_rc == 0, master.stderr[-3000:]
+    totals = json.loads(master.stdout.strip().splitlines()[-1])  # the Job log's last line
+    assert totals
+    run_dir = tmp_path / "results" / "job"
+    records = read_records(run_dir)
+    assert records and all(r["status"] == "ok" for r in records)
+    # The ConfigMap's TOKENLOAD_PROMPT_TOKENS and the overridden TOKENLOAD_OUTPUT_TOKENS reached
+    # the worker's users (the prompt exact through the emulator's /tokenize).
+    assert {r["requested_output_tokens"] for r in records} == {16}
+    assert {r["requested_input_tokens"] for r in records} == {int(config_map()["TOKENLOAD_PROMPT_TOKENS"])}
+    assert (run_dir / "summary.json").exists() and (run_dir / "report.html").exists()

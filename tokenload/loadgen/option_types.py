@@ -1,0 +1,187 @@
+"""The checks of tokenload's options: argparse ``type=`` functions, each refusing a bad value
+with a message that says what was expected (argparse adds the option's name).
+
+Pure: heavy modules (PromQL, SLO, workload parsers) are imported only when a value is checked.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+__all__ = [
+    "count",
+    "factor",
+    "fraction",
+    "gpu_peaks",
+    "gpu_peaks_type",
+    "integer",
+    "length_list",
+    "length_spec",
+    "metrics_url_type",
+    "number",
+    "port",
+    "positive_seconds",
+    "promql_type",
+    "seconds_or_fraction",
+    "slo_type",
+    "spec_type",
+]
+
+
+def length_spec(option: str) -> Callable[[str], str]:
+    """A length (``512``) or a distribution (``uniform:64-256``, ...), in the target's tokens."""
+
+    def parse(text: str) -> str:
+        text = str(text).strip()
+        try:
+            value = int(text)
+        except ValueError:
+            pass
+        else:
+            if value < 1:
+                raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+            return text
+        from tokenload.workload.errors import WorkloadError
+        from tokenload.workload.lengths import parse_length_spec
+
+        try:
+            parse_length_spec(text, option)
+        except WorkloadError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{option}: ")) from None
+        return text
+
+    return parse
+
+
+def number(cast: Callable[[str], Any], ok: Callable[[Any], bool], expected: str) -> Callable[[str], Any]:
+    """An argparse type: ``cast`` the text, then check it (``ok``), or say what was ``expected``."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = cast(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+
+    return parse
+
+
+positive_seconds = number(float, lambda v: v > 0, "a positive number of seconds")
+seconds_or_fraction = number(
+    float, lambda v: v >= 0, "a fraction of the step (< 1) or seconds (>= 1), not negative"
+)
+fraction = number(float, lambda v: 0 <= v <= 1, "a share from 0 to 1")
+factor = number(float, lambda v: v > 1, "a factor > 1")
+count = number(int, lambda v: v >= 1, "a positive integer")
+integer = number(int, lambda v: True, "an integer")
+
+
+def port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a TCP port 0..65535 (0 = off), got {text!r}")
+    return value
+
+
+def promql_type(option: str) -> Callable[[str], str]:
+    """--prometheus-url or --prometheus-selector, from :mod:`tokenload.servermetrics.promql`'s checks
+    (empty = not set)."""
+
+    def parse(text: str) -> str:
+        from tokenload.servermetrics.promql import PromQLError, check_prometheus_url, parse_selector
+
+        if not str(text).strip():
+            return ""
+        try:
+            (check_prometheus_url if option == "--prometheus-url" else parse_selector)(str(text), option)
+        except PromQLError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{option}: ")) from None
+        return str(text).strip()
+
+    return parse
+
+
+def gpu_peaks(text: str) -> dict[str, float] | None:
+    """``FLOPS,BYTES_PER_S`` -> ``{"flops_per_s": ..., "bytes_per_s": ...}`` ('' -> None)."""
+    if not text:
+        return None
+    try:
+        flops, bw = (float(x) for x in text.split(","))
+    except ValueError:
+        raise ValueError(
+            f"--gpu-peaks: expected FLOPS,BYTES_PER_S like 989e12,3.35e12, got {text!r}"
+        ) from None
+    if not (flops > 0 and bw > 0) or float("inf") in (flops, bw):
+        raise ValueError(f"--gpu-peaks: expected positive numbers, got {text!r}")
+    return {"flops_per_s": flops, "bytes_per_s": bw}
+
+
+def gpu_peaks_type(text: str) -> str:
+    """argparse type of --gpu-peaks: FLOPS,BYTES_PER_S, both positive (checked before any load)."""
+    try:
+        gpu_peaks(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--gpu-peaks: ")) from None
+    return text
+
+
+def metrics_url_type(text: str) -> str:
+    """argparse type of --metrics-url: http(s) URLs with a host, comma-separated."""
+    from urllib.parse import urlsplit
+
+    for url in (u.strip() for u in text.split(",")):
+        parts = urlsplit(url)
+        if url and (parts.scheme not in ("http", "https") or not parts.hostname):
+            raise argparse.ArgumentTypeError(f"expected an http(s) URL, got {url!r}")
+    return text
+
+
+def spec_type(parse: Callable[[str, str], Any], option: str) -> Callable[[str], str]:
+    """An argparse type from a parser that raises ValueError with a message naming the option;
+    the value is kept as text (the shapes parse it again)."""
+
+    def check(text: str) -> str:
+        try:
+            parse(text, option)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{option}: ")) from None
+        return text
+
+    return check
+
+
+def _slo(text: str, option: str) -> None:
+    from tokenload.report.capacity import SLOError, parse_slo
+
+    if not text.strip():
+        return  # no SLO: no stop condition
+    try:
+        parse_slo(text)
+    except SLOError as exc:
+        raise ValueError(str(exc).replace("--slo:", f"{option}:", 1)) from None
+
+
+def slo_type(option: str) -> Callable[[str], str]:
+    return spec_type(_slo, option)
+
+
+def _length_list(text: str, option: str) -> None:
+    items = [s.strip() for s in text.split(",")]
+    if not text.strip() or not all(items):
+        raise ValueError(f"{option}: expected lengths like 121,511,2041, got {text!r}")
+    for item in items:
+        try:
+            length_spec(option)(item)
+        except argparse.ArgumentTypeError as exc:
+            raise ValueError(f"{option}: {item!r}: {exc}") from None
+
+
+def length_list(option: str) -> Callable[[str], str]:
+    return spec_type(_length_list, option)
