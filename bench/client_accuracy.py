@@ -145,6 +145,8 @@ def main() -> None:
                 if bare_tp["tokens_per_s"]
                 else None,
             }
+        # Past one core's reach (issue #16): the step must be flagged with its coalesced share.
+        result["streams_512"] = {"tokenload": {"accuracy": tokenload_accuracy(512, acc_time, tmp)}}
     print(json.dumps(result, indent=2))
     if not args.quick:
         write_results_section("client", results_markdown(result))
@@ -184,7 +186,27 @@ def results_markdown(result: dict) -> str:
             "| CPU-ms / 1,000 tokens |",
             "|---|---|---|---|---|---|",
             *rows,
+            "",
+            "What the client knows of its own error, per run: the share of first tokens read behind",
+            "later ones whose stamp they share (`coalesced_first_share`; above 1 % the step is flagged",
+            "`client_bound`), the TTFT error p99 of the other requests, and the run's flags:",
+            "",
+            "| streams | TTFT error p50 / p99 (ms) | coalesced first reads "
+            "| TTFT error p99, not coalesced (ms) | client CPU share max | flags |",
+            "|---|---|---|---|---|---|",
+            *(
+                _own_error_row(users, result[f"streams_{users}"]["tokenload"]["accuracy"])
+                for users in (64, 256, 512)
+            ),
         ]
+    )
+
+
+def _own_error_row(users: int, a: dict) -> str:
+    ttft, flags = a["ttft_error_ms"], ", ".join(a["flags"] or []) or "-"
+    return (
+        f"| {users} | {ttft['p50']} / {ttft['p99']} | {a['coalesced_first_share']} | "
+        f"{a['ttft_error_ms_not_coalesced_p99']} | {a['client_cpu_share_max']} | {flags} |"
     )
 
 

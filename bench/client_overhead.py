@@ -129,8 +129,24 @@ def accuracy(users: int, seconds: float, tmp: Path, everything_on: bool = False)
         "itl_p50_error_ms": {"p50": rounded(pct(itl_err, 0.5)), "p99": rounded(pct(itl_err, 0.99))},
         "end_error_ms": {"p50": rounded(pct(end_err, 0.5)), "p99": rounded(pct(end_err, 0.99))},
         "client_cpu_share_max": rounded(max(cpu_share[1:] or [0.0])),
+        # What the client knew of its own error: first tokens read behind later ones, the flags.
+        "coalesced_first_share": rounded(sum(bool(r.get("first_read_coalesced")) for r in ok) / len(ok))
+        if ok
+        else None,
+        "ttft_error_ms_not_coalesced_p99": rounded(
+            pct([e for e, r in zip(ttft_err, ok, strict=True) if not r.get("first_read_coalesced")], 0.99)
+        ),
+        "flags": _flags(run_dir),
         **({"live_page_polls": polls, "scrapes": _scrapes(run_dir)} if everything_on else {}),
     }
+
+
+def _flags(run_dir: Path) -> list[str] | None:
+    try:
+        steps = json.loads((run_dir / "summary.json").read_text())["steps"]
+    except (OSError, ValueError, KeyError):
+        return None
+    return sorted({f for s in steps for f in s["flags"]})
 
 
 def _free_port() -> int:

@@ -108,7 +108,12 @@ def test_staircase_against_the_emulator(tmp_path: Path, workers: int) -> None:
             "loop_lag_ms_p95",
             "loop_lag_ms_p99",
             "send_lag_ms_p99",
+            "coalesced_first_share",
+            "coalesced_first_late_ms_max",
+            "bound_by",
         }
+        assert 0.0 <= s["client"]["coalesced_first_share"] <= 1.0
+        assert ("client_bound" in s["flags"]) == bool(s["client"]["bound_by"])
     assert steps[0]["end"] <= steps[1]["start"]
     # More users, more throughput, and requests queued behind each other's prefills.
     assert steps[1]["output_tokens_per_s"] > 3 * steps[0]["output_tokens_per_s"]

@@ -348,14 +348,18 @@ def _rule_client(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> tupl
     if "client_bound" not in flags:
         return None
     c = step.get("client") or {}
-    ev = [_ev("flag", "client_bound", "the client's own CPU, loop lag or send lag passed its limit")]
+    bound_by = c.get("bound_by")  # absent in summaries older than the coalesced-read check
+    passed = ", ".join(bound_by) if bound_by else "CPU, loop lag or send lag"
+    ev = [_ev("flag", "client_bound", f"the client's own {passed} passed its limit")]
     for k, rule in (
         ("cpu_percent_max", "> 90 % of the CPU the process may use (one core, or its cgroup quota)"),
         ("loop_lag_ms_p95", "> 10 ms"),
         ("send_lag_ms_p99", "> 10 ms"),
+        ("coalesced_first_share", "> 0.01 of first tokens read late behind later ones"),
+        ("coalesced_first_late_ms_max", "(k - 1) x TPOT: how late such a first token may be dated"),
     ):
         if c.get(k) is not None:
-            ev.append(_ev(f"client {k}", round(c[k], 2), rule))
+            ev.append(_ev(f"client {k}", round(c[k], 3), rule))
     return "client", ev
 
 

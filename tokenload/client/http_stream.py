@@ -36,6 +36,10 @@ from tokenload.metrics.failures import classify_http_status
 __all__ = ["StreamOutcome", "StreamTarget", "Timeouts"]
 
 _RECV_BYTES = 65536
+#: Two reads' stamps this close are one packet's: each read turns the kernel's wall-clock stamp
+#: into perf_counter time with its own clock offset, which jitters by microseconds; a server's
+#: consecutive tokens are a decode step (milliseconds) apart.
+_SAME_STAMP_S = 10e-6
 _MAX_ERROR_BODY = 64 * 1024
 #: How often the watchdog looks at the deadlines: a time-out fires up to this much late.
 WATCHDOG_TICK_S = 0.05
@@ -62,6 +66,11 @@ class StreamOutcome:
     failure_class: str | None = None
     detail: str = ""
     response_bytes: int = 0
+    #: The read that brought the first content: how many events were waiting for it (the
+    #: first content and any behind it), and whether the first token may be dated by a later
+    #: one's arrival (metrics.definitions: ``coalesced_first_share``). None before any content.
+    first_read_events: int | None = None
+    first_read_coalesced: bool | None = None
     extra: dict[str, object] = field(default_factory=dict)
 
 
@@ -251,13 +260,27 @@ class StreamTarget:
         deadline = _Deadline(sock, out.t_start + timeouts.ttft_s)
         stamped = self._stamped
         recv = rxstamp.recv
+        # Reads take one event at a time (``split``) until the first token's date is settled.
+        split, waiting, first_stamp = stamped, 0, None
+        t_last = out.t_start
         try:
             sock.settimeout(timeouts.connect_s)
             sock.sendall(request)
             sock.settimeout(None)  # reads are bounded by the watchdog
             _WATCHDOG.watch(deadline)
             while True:
-                data, t = recv(sock, _RECV_BYTES, stamped)
+                # Until the first token is dated, a read takes one event at most (its bytes found
+                # by a peek), so that the kernel's stamp is that event's packet's, not a later one's.
+                if split:
+                    n, waiting = _first_event_size(sock)
+                    data, t = recv(sock, n, stamped)
+                else:
+                    data, t = recv(sock, _RECV_BYTES, stamped)
+                # One packet read in two parts gets its stamp converted twice, with clock
+                # offsets microseconds apart: dates never go backwards within a stream.
+                if t < t_last:
+                    t = t_last
+                t_last = t
                 if not data:
                     if deadline.expired:
                         raise TimeoutError
@@ -287,6 +310,19 @@ class StreamTarget:
                     return resp.should_keep_alive()
                 if content_times:  # content started: the deadline is now a stall's
                     deadline.at = t + stall_s
+                    if out.first_read_events is None:  # this read brought the first token
+                        k = max(len(content_times), waiting) if stamped else len(content_times)
+                        out.first_read_events = k
+                        if stamped and len(content_times) == 1 and waiting >= 2:
+                            first_stamp = t  # settled by the next event's stamp
+                        else:  # read alone, or read with others (dated by the read's last bytes)
+                            out.first_read_coalesced, split = len(content_times) >= 2, False
+                    elif first_stamp is not None:
+                        # The same stamp: one packet held both (the kernel merges packets queued
+                        # behind each other while the reader is behind), so the first token may
+                        # carry the second's date. A later stamp: its own packet dated it.
+                        same = abs(t - first_stamp) < _SAME_STAMP_S
+                        out.first_read_coalesced, split, first_stamp = same, False, None
         except (SSEDecodeError, MalformedChunk) as exc:
             out.t_end = clock()
             out.failure_class, out.detail = "malformed_stream", str(exc)
@@ -343,6 +379,19 @@ class StreamTarget:
             out.detail = f"stream ended without [DONE] after {state.chunk_tokens} tokens"
         elif not state.content_times:
             out.failure_class, out.detail = "empty_output", f"finish_reason={state.finish_reason}"
+
+
+def _first_event_size(sock: socket.socket) -> tuple[int, int]:
+    """Bytes up to the end of the first SSE event waiting in ``sock`` (``\\n\\n``, as vLLM,
+    OpenAI and the emulator end events) when more follow it, else a whole read; and how many
+    complete events are waiting. A read of that many bytes dates the event by the packet that
+    completed it (:mod:`tokenload.rxstamp` gives the stamp of the last packet a read consumed),
+    unless the kernel merged later packets into it while the reader was behind. Costs one peek
+    per read before the first token; an event framed otherwise (``\\r\\n\\r\\n``) is read
+    as before."""
+    waiting = sock.recv(_RECV_BYTES, socket.MSG_PEEK)
+    end = waiting.find(b"\n\n") + 2
+    return (end if 2 <= end < len(waiting) else _RECV_BYTES), waiting.count(b"\n\n")
 
 
 def _error_detail(status: int, body: bytes) -> str:

@@ -278,6 +278,8 @@ class LLMUser(User):
             usage_output_tokens=state.usage_completion_tokens,
             chunk_tokens=state.chunk_tokens,
             content_chunks=len(state.content_times),
+            first_read_events=out.first_read_events,
+            first_read_coalesced=out.first_read_coalesced,
             finish_reason=state.finish_reason,
             detail=out.detail,
         )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokenload.metrics.definitions import is_short_output
+from tokenload.metrics.definitions import coalesced_first_lateness_ms, is_short_output
 from tokenload.metrics.histogram import LogHistogram
 
 __all__ = ["AGGREGATE", "LATENCY_METRICS", "LLMStats", "NameStats", "itl_histogram"]
@@ -29,7 +29,10 @@ class NameStats:
     """Statistics of one request name (or the aggregate)."""
 
     __slots__ = (
+        "coalesced_first",
+        "coalesced_first_late_ms_max",
         "failures",
+        "first_reads",
         "hist",
         "input_tokens",
         "ok",
@@ -56,6 +59,11 @@ class NameStats:
         #: shorter (metrics.definitions.is_short_output).
         self.sized_outputs = 0
         self.short_outputs = 0
+        #: Successful requests whose first read is known, those read coalesced, and the most
+        #: lateness a coalesced one implies (metrics.definitions: coalesced_first_share).
+        self.first_reads = 0
+        self.coalesced_first = 0
+        self.coalesced_first_late_ms_max: float | None = None
 
     @property
     def requests(self) -> int:
@@ -73,6 +81,9 @@ class NameStats:
             "send_queued": self.send_queued,
             "sized_outputs": self.sized_outputs,
             "short_outputs": self.short_outputs,
+            "first_reads": self.first_reads,
+            "coalesced_first": self.coalesced_first,
+            "coalesced_first_late_ms_max": self.coalesced_first_late_ms_max,
         }
 
     def merge_dict(self, data: dict[str, Any]) -> None:
@@ -89,6 +100,15 @@ class NameStats:
         self.send_queued += data.get("send_queued", 0)
         self.sized_outputs += data.get("sized_outputs", 0)
         self.short_outputs += data.get("short_outputs", 0)
+        self.first_reads += data.get("first_reads", 0)
+        self.coalesced_first += data.get("coalesced_first", 0)
+        self._late(data.get("coalesced_first_late_ms_max"))
+
+    def _late(self, ms: float | None) -> None:
+        if ms is not None and (
+            self.coalesced_first_late_ms_max is None or ms > self.coalesced_first_late_ms_max
+        ):
+            self.coalesced_first_late_ms_max = ms
 
 
 class LLMStats:
@@ -135,6 +155,12 @@ class LLMStats:
             if short is not None:
                 ns.sized_outputs += 1
                 ns.short_outputs += short
+            coalesced = rec.get("first_read_coalesced")
+            if fc is None and coalesced is not None:
+                ns.first_reads += 1
+                if coalesced:
+                    ns.coalesced_first += 1
+                    ns._late(coalesced_first_lateness_ms(True, rec.get("first_read_events"), rec["tpot_ms"]))
             # Latencies of failed requests would mix two populations: only successes count.
             if fc is None:
                 for m in ("ttft_ms", "tpot_ms", "e2e_ms"):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["FORMULAS", "Timing", "compute_timing", "is_short_output"]
+__all__ = ["FORMULAS", "Timing", "coalesced_first_lateness_ms", "compute_timing", "is_short_output"]
 
 FORMULAS: dict[str, str] = {
     "ttft_ms": "TTFT = t_first_content_chunk - t_start",
@@ -32,6 +32,9 @@ FORMULAS: dict[str, str] = {
     "queue_time_ms": "server-side: vllm:request_queue_time_seconds (arrival -> first scheduled)",
     "short_output_share": "short outputs / sized requests: successful requests sent with ignore_eos whose "
     "output_tokens < max_tokens, over successful requests sent with ignore_eos",
+    "coalesced_first_share": "successful requests whose first content was read with k >= 2 events waiting "
+    "and more than 1 ms after its bytes arrived (or with no receive stamp), over successful requests; "
+    "such a first token may be dated up to (k - 1) x TPOT late (coalesced_first_late_ms)",
 }
 
 
@@ -43,6 +46,17 @@ def is_short_output(
     if not ok or not ignore_eos or requested is None:
         return None
     return output_tokens < requested
+
+
+def coalesced_first_lateness_ms(
+    coalesced: bool | None, events: int | None, tpot_ms: float | None
+) -> float | None:
+    """How late a coalesced first read may date the first token: (k - 1) x TPOT, the first of k
+    tokens a token gap apart dated by the last (see ``coalesced_first_share``); None when the
+    read was not coalesced or TPOT is unknown."""
+    if not coalesced or events is None or tpot_ms is None:
+        return None
+    return (events - 1) * tpot_ms
 
 
 @dataclass(slots=True)

@@ -87,6 +87,8 @@ def make_record(
     requested_output_tokens: int | None = None,
     ignore_eos: bool | None = None,
     send_queued: bool | None = None,
+    first_read_events: int | None = None,
+    first_read_coalesced: bool | None = None,
     failure_class: str | None,
     http_status: int | None,
     input_tokens: int | None,
@@ -132,6 +134,10 @@ def make_record(
         "output_tokens_source": source,
         "token_count_diff": diff,
         "content_chunks": content_chunks,
+        # Events waiting at the read that brought the first token, and whether that read came
+        # late with tokens behind it (metrics.definitions: coalesced_first_share).
+        "first_read_events": first_read_events,
+        "first_read_coalesced": first_read_coalesced,
         "finish_reason": finish_reason,
         "detail": detail,
     }

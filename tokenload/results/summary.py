@@ -52,6 +52,11 @@ POOL_EXHAUSTED_SHARE = 0.01
 #: inside max_model_len), so any short output is non-conformance; 1 % leaves room for a rare
 #: abort without hiding a systematic one.
 SHORT_OUTPUT_SHARE = 0.01
+#: Above this share of successful requests had their first token read coalesced (read late with
+#: later tokens already waiting: metrics.definitions FORMULAS["coalesced_first_share"]), the step
+#: is flagged ``client_bound``: the TTFT p99 rests on the slowest 1 % of requests, so when more
+#: than 1 % may be dated late the p99 itself may be one of them.
+COALESCED_FIRST_SHARE = 0.01
 
 _SERVER_KEYS = {
     "kv_cache_usage_ratio": "kv_cache_usage_ratio",
@@ -132,16 +137,28 @@ def step_summary(
     queued_share = ns.send_queued / sent if sent else 0.0
     send_lag_p99 = ns.send_lag.quantile(0.99) if sent else None
     flags = []
-    # A sustained stall, not one hiccup in a short step: the loop lag's p95 decides.
-    if (
-        (cpu is not None and cpu > CLIENT_CPU_LIMIT_PERCENT)
-        or (lag_p95 is not None and lag_p95 > CLIENT_LAG_LIMIT_MS)
-        or (
-            send_lag_p99 is not None
-            and send_lag_p99 > CLIENT_SEND_LAG_LIMIT_MS
-            and queued_share <= POOL_EXHAUSTED_SHARE
+    coalesced_share = ns.coalesced_first / ns.first_reads if ns.first_reads else None
+    # What made the client's own timing untrustworthy; a sustained stall, not one hiccup in a
+    # short step: the loop lag's p95 decides.
+    bound_by = [
+        name
+        for name, over in (
+            ("cpu_percent_max", cpu is not None and cpu > CLIENT_CPU_LIMIT_PERCENT),
+            ("loop_lag_ms_p95", lag_p95 is not None and lag_p95 > CLIENT_LAG_LIMIT_MS),
+            (
+                "send_lag_ms_p99",
+                send_lag_p99 is not None
+                and send_lag_p99 > CLIENT_SEND_LAG_LIMIT_MS
+                and queued_share <= POOL_EXHAUSTED_SHARE,
+            ),
+            (
+                "coalesced_first_share",
+                coalesced_share is not None and coalesced_share > COALESCED_FIRST_SHARE,
+            ),
         )
-    ):
+        if over
+    ]
+    if bound_by:
         flags.append("client_bound")
     if queued_share > POOL_EXHAUSTED_SHARE:
         flags.append("pool_exhausted")
@@ -187,6 +204,12 @@ def step_summary(
             "loop_lag_ms_p95": lag_p95,
             "loop_lag_ms_p99": lag_p99,
             "send_lag_ms_p99": send_lag_p99,
+            # First tokens read late with later ones waiting (FORMULAS["coalesced_first_share"]),
+            # and the most lateness one of them implies, (k - 1) x TPOT.
+            "coalesced_first_share": coalesced_share,
+            "coalesced_first_late_ms_max": ns.coalesced_first_late_ms_max,
+            # The limits passed (the client_bound flag's evidence); empty when none.
+            "bound_by": bound_by,
         },
         "flags": flags,
     }
