@@ -9,7 +9,12 @@ import random
 import pytest
 
 from tokenload.metrics.histogram import LogHistogram
-from tokenload.metrics.intervals import mean_interval, quantile_interval, quantile_rank_interval
+from tokenload.metrics.intervals import (
+    mean_interval,
+    quantile_interval,
+    quantile_rank_interval,
+    share_exceeds,
+)
 
 SIGMA = 0.47  # lognormal CV = sqrt(exp(sigma^2) - 1) = 0.5
 
@@ -67,3 +72,16 @@ def test_the_summary_names_the_percentiles_too_few_requests_stand_behind() -> No
     ci = {"ttft_ms": _intervals(h)}
     assert _low_sample(ci) == {"ttft_ms": ["p95", "p99"]}
     assert ci["ttft_ms"]["n"] == 60 and None not in ci["ttft_ms"]["p50"]
+
+
+def test_a_share_is_above_a_limit_only_beyond_sampling_noise() -> None:
+    # One late read among 52 requests (1.9 %) is not evidence of more than 1 %; 48 of 1,717
+    # (2.8 %) is, and so is 2 % of 10,000; exactly 1 % never is.
+    assert not share_exceeds(1, 52, 0.01)
+    assert share_exceeds(48, 1717, 0.01)
+    assert share_exceeds(200, 10_000, 0.01) and not share_exceeds(100, 10_000, 0.01)
+    assert not share_exceeds(0, 0, 0.01)
+    # The test's false-alarm rate at the limit itself is at most 2.5 % (Monte Carlo, seeded).
+    rng = random.Random(7)
+    alarms = sum(share_exceeds(sum(rng.random() < 0.01 for _ in range(400)), 400, 0.01) for _ in range(2000))
+    assert alarms / 2000 <= 0.025

@@ -21,7 +21,7 @@ import math
 
 from tokenload.metrics.histogram import LogHistogram
 
-__all__ = ["CONFIDENCE", "mean_interval", "quantile_interval", "quantile_rank_interval"]
+__all__ = ["CONFIDENCE", "mean_interval", "quantile_interval", "quantile_rank_interval", "share_exceeds"]
 
 CONFIDENCE = 0.95
 _Z = 1.959963984540054  # the standard normal's 97.5th percentile
@@ -43,6 +43,18 @@ def _cdf(n: int, p: float, kmax: int) -> list[float]:
         out.append(min(total, 1.0))
         term = term * (n - k) / (k + 1) * ratio if k < n else 0.0
     return out
+
+
+def share_exceeds(count: int, n: int, p0: float) -> bool:
+    """Whether ``count`` of ``n`` independent requests is a share above ``p0`` beyond sampling
+    noise: one-sided binomial test, P(Y >= count | n, p0) < 2.5 % (the lower end of a 95 %
+    interval above ``p0``). Exact tails up to a binomial mean of 50, the normal beyond."""
+    if n < 1 or count <= n * p0:
+        return False
+    if n * p0 > _EXACT_MEAN:
+        sd = math.sqrt(n * p0 * (1.0 - p0))
+        return (count - 0.5 - n * p0) / sd > _Z
+    return 1.0 - _cdf(n, p0, count - 1)[-1] < _ALPHA_HALF
 
 
 def quantile_rank_interval(n: int, q: float) -> tuple[int | None, int | None]:

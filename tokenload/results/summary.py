@@ -19,7 +19,7 @@ from tokenload.analysis.oversaturation import waiting_trend
 from tokenload.metrics.aggregate import LLMStats, NameStats
 from tokenload.metrics.definitions import FORMULAS
 from tokenload.metrics.histogram import LogHistogram
-from tokenload.metrics.intervals import mean_interval, quantile_interval
+from tokenload.metrics.intervals import mean_interval, quantile_interval, share_exceeds
 from tokenload.servermetrics.summary import summarize_window, tick_series
 
 __all__ = [
@@ -52,10 +52,11 @@ POOL_EXHAUSTED_SHARE = 0.01
 #: inside max_model_len), so any short output is non-conformance; 1 % leaves room for a rare
 #: abort without hiding a systematic one.
 SHORT_OUTPUT_SHARE = 0.01
-#: Above this share of successful requests had their first token read coalesced (read late with
-#: later tokens already waiting: metrics.definitions FORMULAS["coalesced_first_share"]), the step
-#: is flagged ``client_bound``: the TTFT p99 rests on the slowest 1 % of requests, so when more
-#: than 1 % may be dated late the p99 itself may be one of them.
+#: Above this share of successful requests had their first token read coalesced (dated by a later
+#: token's packet: metrics.definitions FORMULAS["coalesced_first_share"]), beyond sampling noise
+#: (intervals.share_exceeds: one late read among 50 requests is not a pattern), the step is
+#: flagged ``client_bound``: the TTFT p99 rests on the slowest 1 % of requests, so when more than
+#: 1 % may be dated late the p99 itself may be one of them.
 COALESCED_FIRST_SHARE = 0.01
 
 _SERVER_KEYS = {
@@ -153,7 +154,7 @@ def step_summary(
             ),
             (
                 "coalesced_first_share",
-                coalesced_share is not None and coalesced_share > COALESCED_FIRST_SHARE,
+                share_exceeds(ns.coalesced_first, ns.first_reads, COALESCED_FIRST_SHARE),
             ),
         )
         if over
