@@ -113,6 +113,8 @@ def test_staircase_against_the_emulator(tmp_path: Path, workers: int) -> None:
             "bound_by",
         }
         assert 0.0 <= s["client"]["coalesced_first_share"] <= 1.0
+        assert len(s["steady_state"]["ttft_p50_ms"]) == 2
+        assert ("drifting" in s["flags"]) == bool(s["steady_state"]["drifting"])
         assert ("client_bound" in s["flags"]) == bool(s["client"]["bound_by"])
     assert steps[0]["end"] <= steps[1]["start"]
     # More users, more throughput, and requests queued behind each other's prefills.

@@ -52,6 +52,10 @@ class StepTracker:
         #: Per step: what *ended* in its measured part (ok requests, input and output tokens)
         #: and how many requests were *sent* in it, tallied as records arrive where they are kept.
         self.done: dict[int, dict[str, int]] = {}
+        #: Per step, for its steady-state check (metrics.steady): (send time, TTFT ms) of the
+        #: successful requests sent in its measured part, and when those that ended in it ended.
+        self.ttft_by_send: dict[int, list[tuple[float, float]]] = {}
+        self.ends: dict[int, list[float]] = {}
         self._future: list[dict[str, Any]] = []
 
     # -- phase changes (decided on the master, applied everywhere) ---------------------------
@@ -116,9 +120,13 @@ class StepTracker:
             if a is None:
                 continue
             b = w.end if w.end is not None else float("inf")
+            ok = rec.get("status") == "ok"
             if a <= sent < b:
                 self._done(w.index)["sent"] += 1
-            if end is not None and rec.get("status") == "ok" and a <= end < b:
+                if ok and rec.get("ttft_ms") is not None:
+                    self.ttft_by_send.setdefault(w.index, []).append((sent, rec["ttft_ms"]))
+            if end is not None and ok and a <= end < b:
+                self.ends.setdefault(w.index, []).append(end)
                 d = self._done(w.index)
                 d["requests"] += 1
                 d["input_tokens"] += rec.get("input_tokens") or 0

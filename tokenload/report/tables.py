@@ -133,7 +133,8 @@ INTERVAL_NOTE = (
 
 
 def flag_warnings(steps: list[dict[str, Any]]) -> list[str]:
-    """A sentence per step whose measured load is not the load that was asked for."""
+    """A sentence per step whose measured load is not the load that was asked for, or whose
+    figures were still moving (not steady)."""
     out = []
     for step in steps:
         share = step.get("short_output_share")
@@ -143,6 +144,21 @@ def flag_warnings(steps: list[dict[str, Any]]) -> list[str]:
                 "with ignore_eos stopped before max_tokens (flagged short_output): the server, or a "
                 "gateway that drops ignore_eos, produced fewer output tokens than asked, so this step "
                 "measured a lighter load than the one requested."
+            )
+        steady = step.get("steady_state") or {}
+        if "drifting" in (step.get("flags") or []) and steady.get("drifting"):
+            t1, t3 = steady.get("ttft_p50_ms") or [None, None]
+            r1, r3 = steady.get("requests_per_s") or [None, None]
+            moved = []
+            if "ttft_p50" in steady["drifting"]:
+                moved.append(f"TTFT p50 {fmt(t1)} -> {fmt(t3)} ms")
+            if "completions" in steady["drifting"]:
+                moved.append(f"completions {fmt(r1, 2)} -> {fmt(r3, 2)} req/s")
+            out.append(
+                f"Step {step.get('index')} at {load_label(step)} was still drifting (flagged drifting: "
+                f"{', '.join(moved)} from the first to the last third of its measured part, beyond "
+                "sampling noise and by more than 10 %): its figures depend on how long it ran; a longer "
+                "--step-duration or --warmup settles it."
             )
     return out
 

@@ -20,6 +20,7 @@ from tokenload.metrics.aggregate import LLMStats, NameStats
 from tokenload.metrics.definitions import FORMULAS
 from tokenload.metrics.histogram import LogHistogram
 from tokenload.metrics.intervals import mean_interval, quantile_interval, share_exceeds
+from tokenload.metrics.steady import steady_state
 from tokenload.servermetrics.summary import summarize_window, tick_series
 
 __all__ = [
@@ -254,6 +255,11 @@ def step_summaries(ctx: Any) -> list[dict[str, Any]]:
         steps[-1]["waiting_trend"] = trend
         if trend and trend["oversaturated"]:
             steps[-1]["flags"].append("oversaturated")
+        # Steady state: the measured part's first and last thirds agree (metrics.steady).
+        steady = steady_state(tracker.ttft_by_send.get(w.index, []), tracker.ends.get(w.index, []), a, b)
+        steps[-1]["steady_state"] = steady
+        if steady and steady["drifting"]:
+            steps[-1]["flags"].append("drifting")
     lost = list(getattr(ctx, "workers_lost", []))
     _flag_worker_loss(steps, lost)
     judge_steps(steps, peaks=ctx.config.gpu_peaks)
