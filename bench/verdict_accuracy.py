@@ -10,6 +10,10 @@ the truth at the top step's load, which is the step compared.
 
     python bench/verdict_accuracy.py --scenarios 200 --seed 1 [--json] [--jobs 2]
     python bench/verdict_accuracy.py --http 20 --seed 1     # real sweeps over HTTP vs virtual
+    python bench/verdict_accuracy.py --below-top --scenarios 80 --seed 6   # the step below the top
+
+``--below-top``: the step just below the top instead (the verdicts a knee rests on), against the
+oracle at that step's load.
 
 ``--http N``: N scenarios of the grid (without prefix sharing, small enough to run in real time)
 also run as real ``tokenload sweep``s against ``tokenload sim`` with the same engine settings;
@@ -156,6 +160,66 @@ def run_scenario(sc: dict[str, Any]) -> dict[str, Any]:
         "evidence": verdict["evidence"],
         "seconds": round(time.perf_counter() - t0, 2),
     }
+
+
+def run_below_top(sc: dict[str, Any]) -> dict[str, Any] | None:
+    """The step just below the top, judged in the sweep as it ran, against the oracle at that
+    step's load: the verdicts a knee rests on (the top step's are compared by ``run_scenario``).
+    None for a one-step sweep."""
+    t0 = time.perf_counter()
+    config = EngineConfig(**sc["config"])
+    workload = VirtualWorkload(**sc["workload"])
+    e2e1 = _unloaded_e2e_s(sc["profile"], config, workload)
+    duration = min(90.0, max(20.0, 3 * e2e1))
+    levels = sc["levels"]
+    if len(levels) < 2:
+        return None
+    if sc["open_loop"]:
+        rates = tuple(round(c / e2e1, 4) for c in levels)
+        schedule = VirtualSchedule(rates=rates, step_duration_s=duration, warmup=0.25, max_in_flight=4096)
+        at = {"rate_rps": rates[-2]}
+    else:
+        schedule = VirtualSchedule(concurrency=tuple(levels), step_duration_s=duration, warmup=0.25)
+        at = {"concurrency": levels[-2]}
+    sweep = virtual_sweep(sc["profile"], config, workload, schedule)
+    verdict = judge_steps(sweep.steps)[0][-2]["verdict"]
+    truth = judge_level(
+        sc["profile"], config, workload, duration_s=max(40.0, 1.5 * duration),
+        warmup_s=max(10.0, 0.5 * duration), **at,
+    )  # fmt: skip
+    return {
+        "index": sc["index"],
+        "oracle": truth.label,
+        "oracle_saturated": truth.saturated,
+        "verdict": verdict["bottleneck"],
+        "saturated": verdict["saturated"],
+        "decided_by": verdict["decided_by"],
+        "seconds": round(time.perf_counter() - t0, 2),
+    }
+
+
+def main_below_top(n: int, seed: int, jobs: int) -> int:
+    rng = random.Random(seed)
+    scenarios = [make_scenario(rng, i) for i in range(n)]
+    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+        results = [r for r in pool.map(run_below_top, scenarios, chunksize=1) if r is not None]
+    judged = [r for r in results if r["oracle"] != "unexplained"]
+    out = {
+        "seed": seed,
+        "scenarios": n,
+        "steps_compared": len(judged),
+        "label_accuracy": round(sum(r["verdict"] == r["oracle"] for r in judged) / len(judged), 3)
+        if judged
+        else None,
+        "saturated_accuracy": round(
+            sum(r["saturated"] == r["oracle_saturated"] for r in judged) / len(judged), 3
+        )
+        if judged
+        else None,
+        "wrong": [r for r in judged if r["verdict"] != r["oracle"]],
+    }
+    print(json.dumps(out, indent=1))
+    return 0
 
 
 def _sim_args(sc: dict[str, Any]) -> str:
@@ -312,7 +376,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--http", type=int, default=0, help="run N scenarios over HTTP too (real sweeps)")
     ap.add_argument("--http-step-duration", type=float, default=20.0)
+    ap.add_argument(
+        "--below-top",
+        action="store_true",
+        help="judge the step below the top, with and without the top's measured gain",
+    )
     args = ap.parse_args(argv)
+    if args.below_top:
+        return main_below_top(args.scenarios, args.seed, args.jobs)
     if args.http:
         return main_http(args.http, args.seed, args.http_step_duration, args.json)
     rng = random.Random(args.seed)
