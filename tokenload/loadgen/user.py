@@ -44,9 +44,11 @@ class LLMUser(User):
     wait_time = constant(0)
     #: True for the chat API, False for the completions API.
     chat: ClassVar[bool] = True
-    #: Open loop: make the next request's body before taking its arrival, so that counting its
-    #: prompt (a /tokenize round trip on a busy server) never sits inside its send lag, TTFT or
-    #: E2E. False for users whose generate() makes its own requests (conversations).
+    #: Make the next request's body ahead, so that counting its prompt (a /tokenize round trip
+    #: on a busy server) is never on a request's path: in open loop before taking its arrival
+    #: (never inside its send lag, TTFT or E2E), in closed loop while the request before it
+    #: streams (the user is never idle between requests: as many requests in flight as users).
+    #: False for users whose generate() makes its own requests (conversations).
     prepares_ahead: ClassVar[bool] = True
     path: ClassVar[str] = "/v1/chat/completions"
 
@@ -65,11 +67,15 @@ class LLMUser(User):
         #: (max_tokens, ignore_eos) of the request being made, for its record.
         self._requested_output: tuple[int | None, bool | None] = (None, None)
         self._slot: Slot | None = None
-        #: Open loop: the next request, made before its arrival (see prepares_ahead).
-        self._prepared: bytes | PromptCountError | None = None
+        #: The next request, made ahead (see prepares_ahead): its body with the lengths it asked
+        #: for, or why it could not be made; and the greenlet making it in closed loop.
+        self._prepared: _Prepared | WorkloadError | None = None
         self._prepared_for: str | None = None
+        self._ahead: gevent.Greenlet | None = None
 
     def on_stop(self) -> None:
+        if self._ahead is not None:
+            self._ahead.kill(block=False)
         self.target.close()
 
     def model(self) -> str | None:
@@ -131,32 +137,38 @@ class LLMUser(User):
             if self._state == LOCUST_STATE_STOPPING:
                 raise StopUser()
             self._state = LOCUST_STATE_RUNNING
-            if self._prepared is not None and self._prepared_for != self._prompt_override():
-                self._prepared = None  # a context sweep's next step asks for another length
+        elif self._ahead is not None:
+            self._ahead.join()  # made while the previous request streamed: usually done
+        self._ahead = None
+        if self._prepared is not None and self._prepared_for != self._prompt_override():
+            self._prepared = None  # a context sweep's next step asks for another length
         self.generate()
 
     def _prompt_override(self) -> str | None:
         return self.ctx.step_overrides.get("prompt_tokens")
 
     def _prepare(self) -> None:
-        """Make the next request now (its prompt counted, if lengths are exact); a count that
-        failed is kept and reported as that request's failure once its arrival comes."""
+        """Make the next request now (its prompt counted, if lengths are exact). A count that
+        failed is kept and reported as that request's failure when it is due; a workload that
+        cannot make requests at all, when the user next runs."""
         model = self.model() or "unknown"
         self._prepared_for = self._prompt_override()
         try:
-            self._prepared = self.next_request(model)
-        except PromptCountError as exc:
+            body = self.next_request(model)
+        except WorkloadError as exc:  # PromptCountError included
             self._prepared = exc
-        except WorkloadError as exc:
-            self._workload_failed(exc)
+        else:
+            self._prepared = _Prepared(body, self._requested_input_tokens, self._requested_output)
 
     def generate(self) -> None:
-        """One iteration: one request from the workload (made ahead in open loop)."""
+        """One iteration: one request from the workload, made ahead (see prepares_ahead)."""
         prepared, self._prepared = self._prepared, None
         if prepared is None:
             model = self.model() or "unknown"
             try:
-                prepared = self.next_request(model)
+                prepared = _Prepared(
+                    self.next_request(model), self._requested_input_tokens, self._requested_output
+                )
             except PromptCountError as exc:
                 prepared = exc
             except WorkloadError as exc:
@@ -164,7 +176,14 @@ class LLMUser(User):
         if isinstance(prepared, PromptCountError):
             self.unsent_failure("prompt_count", str(prepared))
             return
-        self.send(prepared)
+        if isinstance(prepared, WorkloadError):
+            self._workload_failed(prepared)
+        self._requested_input_tokens, self._requested_output = prepared.input_tokens, prepared.output
+        if self.prepares_ahead and not self.ctx.pacer.open_loop:
+            # The next one is made while this one streams (send reads what this one asked for
+            # before it yields).
+            self._ahead = gevent.spawn(self._prepare)
+        self.send(prepared.body)
 
     def _take_slot(self) -> tuple[int | None, str | None, Slot | None]:
         """The step and phase a request belongs to, and its arrival: the step (and phase) it
@@ -226,6 +245,9 @@ class LLMUser(User):
         made with ``collect_text=True`` to keep the generated text (``state.text_parts``)."""
         name = name or self.path
         state = state if state is not None else StreamState(chat=self.chat)
+        # What this request asked for, read before anything yields (the next request may be
+        # made meanwhile, see prepares_ahead).
+        requested_input, requested_output = self._requested_input_tokens, self._requested_output
         # A request belongs to the step (and phase) it started in; an open-loop arrival to the
         # step whose schedule it came from. Only an iteration's first request is scheduled.
         step, phase, slot = self._take_slot()
@@ -267,9 +289,9 @@ class LLMUser(User):
             response_id=state.response_id,
             step=step,
             phase=phase,
-            requested_input_tokens=self._requested_input_tokens,
-            requested_output_tokens=self._requested_output[0],
-            ignore_eos=self._requested_output[1],
+            requested_input_tokens=requested_input,
+            requested_output_tokens=requested_output[0],
+            ignore_eos=requested_output[1],
             send_queued=slot.queued if slot is not None else None,
             timing=timing,
             failure_class=out.failure_class,
@@ -295,6 +317,15 @@ class LLMUser(User):
             url=self.path,
         )
         return record
+
+
+class _Prepared:
+    """A request made ahead: its body and the lengths it asked for (for its record)."""
+
+    __slots__ = ("body", "input_tokens", "output")
+
+    def __init__(self, body: bytes, input_tokens: int | None, output: tuple[int | None, bool | None]) -> None:
+        self.body, self.input_tokens, self.output = body, input_tokens, output
 
 
 def _short(detail: str) -> str:
