@@ -120,32 +120,39 @@ def _unloaded_e2e_s(profile: str, config: EngineConfig, workload: VirtualWorkloa
     return max(r.e2e_s for r in run.requests)
 
 
-def run_scenario(sc: dict[str, Any]) -> dict[str, Any]:
-    t0 = time.perf_counter()
+def _judged_sweep(sc: dict[str, Any], from_top: int) -> tuple[dict[str, Any], Any]:
+    """The scenario's virtual sweep, judged; the verdict of the step ``from_top`` below its top
+    step (0: the top) and the oracle at that step's load."""
     config = EngineConfig(**sc["config"])
     workload = VirtualWorkload(**sc["workload"])
     e2e1 = _unloaded_e2e_s(sc["profile"], config, workload)
     duration = min(90.0, max(20.0, 3 * e2e1))
     levels = sc["levels"]
+    at = -1 - from_top
     if sc["open_loop"]:
         # Rates around what `levels` users would send back to back when unloaded.
         rates = tuple(round(c / e2e1, 4) for c in levels)
         schedule = VirtualSchedule(rates=rates, step_duration_s=duration, warmup=0.25, max_in_flight=4096)
-        top = {"rate_rps": rates[-1]}
+        load = {"rate_rps": rates[at]}
     else:
         schedule = VirtualSchedule(concurrency=tuple(levels), step_duration_s=duration, warmup=0.25)
-        top = {"concurrency": levels[-1]}
+        load = {"concurrency": levels[at]}
     sweep = virtual_sweep(sc["profile"], config, workload, schedule)
     steps, _knee = judge_steps(sweep.steps)
-    verdict = steps[-1]["verdict"]
     truth = judge_level(
         sc["profile"],
         config,
         workload,
         duration_s=max(40.0, 1.5 * duration),
         warmup_s=max(10.0, 0.5 * duration),
-        **top,
+        **load,
     )
+    return steps[at]["verdict"], truth
+
+
+def run_scenario(sc: dict[str, Any]) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    verdict, truth = _judged_sweep(sc, 0)
     return {
         "index": sc["index"],
         "scenario": sc,
@@ -166,27 +173,10 @@ def run_below_top(sc: dict[str, Any]) -> dict[str, Any] | None:
     """The step just below the top, judged in the sweep as it ran, against the oracle at that
     step's load: the verdicts a knee rests on (the top step's are compared by ``run_scenario``).
     None for a one-step sweep."""
-    t0 = time.perf_counter()
-    config = EngineConfig(**sc["config"])
-    workload = VirtualWorkload(**sc["workload"])
-    e2e1 = _unloaded_e2e_s(sc["profile"], config, workload)
-    duration = min(90.0, max(20.0, 3 * e2e1))
-    levels = sc["levels"]
-    if len(levels) < 2:
+    if len(sc["levels"]) < 2:
         return None
-    if sc["open_loop"]:
-        rates = tuple(round(c / e2e1, 4) for c in levels)
-        schedule = VirtualSchedule(rates=rates, step_duration_s=duration, warmup=0.25, max_in_flight=4096)
-        at = {"rate_rps": rates[-2]}
-    else:
-        schedule = VirtualSchedule(concurrency=tuple(levels), step_duration_s=duration, warmup=0.25)
-        at = {"concurrency": levels[-2]}
-    sweep = virtual_sweep(sc["profile"], config, workload, schedule)
-    verdict = judge_steps(sweep.steps)[0][-2]["verdict"]
-    truth = judge_level(
-        sc["profile"], config, workload, duration_s=max(40.0, 1.5 * duration),
-        warmup_s=max(10.0, 0.5 * duration), **at,
-    )  # fmt: skip
+    t0 = time.perf_counter()
+    verdict, truth = _judged_sweep(sc, 1)
     return {
         "index": sc["index"],
         "oracle": truth.label,
