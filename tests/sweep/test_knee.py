@@ -86,3 +86,25 @@ def test_each_step_is_judged_on_every_request_of_its_measured_part(tmp_path: Pat
     for probe, step in zip(probes, steps, strict=True):
         assert probe["unfinished_at_decision"] == 0 and step["unfinished_at_decision"] == 0
         assert probe["requests_ok"] == step["requests"]["ok"] > 0, (probe, step["requests"])
+
+
+def test_a_precision_target_ends_a_step_once_it_is_met(tmp_path: Path) -> None:
+    # --target-moe: each step ends as soon as its TTFT median is known to 10 % (the 95 %
+    # interval's wider side); --step-duration (60 s) is only the longest it may run.
+    run_dir = tmp_path / "run"
+    out = sweep(
+        "--concurrency", "4,8", "--step-duration", "60", "--warmup", "1", "--prompt-tokens", "32",
+        "--output-tokens", "16", "--workers", "0", "--out", str(run_dir), "--target-moe", "ttft_p50=0.1",
+        "--sim-args", "--profile h100-llama3.1-8b",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    steps = json.loads((run_dir / "summary.json").read_text())["steps"]
+    assert [s["concurrency"] for s in steps] == [4, 8]
+    for s in steps:
+        p = s["precision"]
+        assert p["target_moe"] == {"ttft_p50": 0.1} and p["ended_early"] and p["met"], p
+        assert p["margin_of_error"]["ttft_p50"] <= 0.1 and "imprecise" not in s["flags"]
+        assert s["end"] - s["start"] < 30  # far from the 60 s cap
+        # The summary's own interval agrees with the margin the shape stopped on.
+        lo, hi = s["ci95"]["ttft_ms"]["p50"]
+        assert max(hi - s["ttft_ms"]["p50"], s["ttft_ms"]["p50"] - lo) <= 0.1 * s["ttft_ms"]["p50"] * 1.05

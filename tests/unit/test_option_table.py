@@ -50,6 +50,7 @@ BAD = {
     "--stop-error-rate": "1.5",
     "--time-budget": "0",
     "--settle-timeout": "-1",
+    "--target-moe": "ttft_p95=5",
 }
 
 

@@ -307,6 +307,15 @@ OPTIONS: tuple[Option, ...] = (
         type=t.positive_seconds,
     ),
     Option(
+        "--target-moe",
+        "stop",
+        "End a step early once every figure named is known to this margin of error (the 95 %% "
+        "interval's wider side over the figure), e.g. ttft_p95=0.05,tpot_p50=0.02; --step-duration "
+        "is then the longest a step runs, and a step that ends without it is flagged imprecise",
+        default="",
+        type=t.target_moe_type("--target-moe"),
+    ),
+    Option(
         "--settle-timeout",
         "stop",
         "Seconds a step's decision waits, after it ends, for the requests started in its measured "
@@ -405,7 +414,7 @@ def markdown(options: Iterable[Option] | None = None) -> str:
     """The run options as a Markdown table: variable, flag, default, meaning."""
     rows = ["| variable | flag | default | meaning |", "|---|---|---|---|"]
     for o in options if options is not None else _selected("run"):
-        meaning = o.help.replace("|", "\\|")
+        meaning = o.help.replace("%%", "%").replace("|", "\\|")
         rows.append(f"| `{o.env_var}` | `{o.flag}` | {_default_text(o)} | {meaning} |")
     return "\n".join(rows) + "\n"
 

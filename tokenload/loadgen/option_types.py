@@ -27,6 +27,7 @@ __all__ = [
     "seconds_or_fraction",
     "slo_type",
     "spec_type",
+    "target_moe_type",
 ]
 
 
@@ -181,6 +182,16 @@ def _length_list(text: str, option: str) -> None:
             length_spec(option)(item)
         except argparse.ArgumentTypeError as exc:
             raise ValueError(f"{option}: {item!r}: {exc}") from None
+
+
+def _target_moe(text: str, option: str) -> None:
+    from tokenload.metrics.precision import parse_target_moe
+
+    parse_target_moe(text, option)
+
+
+def target_moe_type(option: str) -> Callable[[str], str]:
+    return spec_type(_target_moe, option)
 
 
 def length_list(option: str) -> Callable[[str], str]:

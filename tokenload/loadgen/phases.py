@@ -35,6 +35,10 @@ class StepWindow:
     #: Requests started in the measured part still streaming when the step was judged (the
     #: settle's bound cut the wait); 0 when the decision had every one of them.
     unfinished_at_decision: int = 0
+    #: --target-moe: the margins of error asked for ({} when none), and whether the step ended
+    #: early because every one was met.
+    target_moe: dict[str, float] = field(default_factory=dict)
+    ended_on_precision: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -91,6 +95,22 @@ class StepTracker:
         future, self._future = self._future, []
         for rec in future:
             self.note_completion(rec, now=float("inf"))
+
+    def precise(self, index: int, targets: dict[str, float]) -> bool:
+        """Whether the step's measured requests so far meet every margin of error in ``targets``
+        (its window keeps them, for the summary)."""
+        from tokenload.metrics.precision import targets_met
+
+        w = self.windows[-1]
+        if w.index == index:
+            w.target_moe = dict(targets)
+        stats = self.stats.get(index)
+        return stats is not None and targets_met(stats.total.hist, targets)[0]
+
+    def note_precise(self, index: int) -> None:
+        for w in self.windows:
+            if w.index == index:
+                w.ended_on_precision = True
 
     def note_unfinished(self, index: int, n: int) -> None:
         """The step was judged with ``n`` of its measured requests still streaming."""

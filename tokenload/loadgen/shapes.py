@@ -116,7 +116,12 @@ class StepShape(LoadTestShape):
             elapsed = now - self.reached_at
             budget = _opt(self, "time_budget")
             over_budget = budget is not None and now >= (self.first_start or now) + float(budget)
-            if elapsed >= step.duration_s or over_budget:  # the budget cuts a step its ramp delayed
+            precise = elapsed >= step.warmup_s and self._precise(step)
+            if (
+                elapsed >= step.duration_s or over_budget or precise
+            ):  # the budget cuts a step its ramp delayed
+                if precise and elapsed < step.duration_s:
+                    self.ctx.steps.note_precise(step.index)
                 self.ctx.end_step(step, now)
                 self.ended_at = now
                 self.ctx.request_reports()
@@ -148,6 +153,15 @@ class StepShape(LoadTestShape):
         steps = step_summaries(self.ctx)
         self.done.append(step)
         return self._choose(now, steps)
+
+    def _precise(self, step: Step) -> bool:
+        """--target-moe: the step's figures are known well enough to end it now."""
+        text = _opt(self, "target_moe")
+        if not text:
+            return False
+        from tokenload.metrics.precision import parse_target_moe
+
+        return self.ctx.steps.precise(step.index, parse_target_moe(text))
 
     def _users_reached(self, step: Step, now: float) -> bool:
         """The runner holds the step's users: all of them, and no more (going down, the extra

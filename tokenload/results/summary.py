@@ -20,6 +20,7 @@ from tokenload.metrics.aggregate import LLMStats, NameStats
 from tokenload.metrics.definitions import FORMULAS
 from tokenload.metrics.histogram import LogHistogram
 from tokenload.metrics.intervals import mean_interval, quantile_interval, share_exceeds
+from tokenload.metrics.precision import targets_met
 from tokenload.metrics.steady import steady_state
 from tokenload.servermetrics.summary import summarize_window, tick_series
 
@@ -169,6 +170,18 @@ def step_summary(
         flags.append("short_output")
     failures = dict(ns.failures)
     ci = {m: _intervals(ns.hist[m]) for m in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")}
+    targets = getattr(window, "target_moe", None) or {}
+    precision = None
+    if targets:  # --target-moe: each figure's margin of error against what was asked
+        met, margins = targets_met(ns.hist, targets)
+        precision = {
+            "target_moe": dict(targets),
+            "margin_of_error": margins,
+            "met": met,
+            "ended_early": bool(getattr(window, "ended_on_precision", False)),
+        }
+        if not met:
+            flags.append("imprecise")
     step: dict[str, Any] = {
         "index": window.index,
         "concurrency": window.concurrency,
@@ -200,6 +213,8 @@ def step_summary(
         # Of the successful requests sent with ignore_eos: the share that came back shorter than
         # max_tokens (metrics.definitions FORMULAS["short_output_share"]); null when none counted.
         "short_output_share": short_share,
+        # --target-moe: the margins asked for and reached (null without it).
+        "precision": precision,
         "server": {k: server.get(v) for k, v in _SERVER_KEYS.items()} if server else None,
         "client": {
             "cpu_percent_max": cpu,
