@@ -106,6 +106,12 @@ def test_discovered_urls_follow_the_listed_ones(entry: ModuleType, clean_env: py
     ]
 
 
+def test_listed_urls_alone_are_left_to_locust(entry: ModuleType, clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("TOKENLOAD_METRICS_URLS", "http://extra:9000/metrics")
+    assert entry.metrics_urls(fake_resolver("10.0.0.7")) == []  # no flag: Locust reads the variable
+    assert entry.child_env()["TOKENLOAD_METRICS_URLS"] == "http://extra:9000/metrics"
+
+
 def test_no_replica_found_is_an_error_not_a_silent_default(
     entry: ModuleType, clean_env: pytest.MonkeyPatch
 ) -> None:

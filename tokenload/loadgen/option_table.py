@@ -397,6 +397,13 @@ def run_defaults() -> dict[str, Any]:
     return {o.dest: o.default for o in _selected("run")}
 
 
+def option_value(opts: Any, dest: str) -> Any:
+    """A run option's value from parsed options, or its default when the options lack it (a
+    library user's Environment, no parsing)."""
+    value = getattr(opts, dest, None)
+    return run_defaults()[dest] if value is None else value
+
+
 def env_var_names() -> dict[str, str]:
     """``TOKENLOAD_*`` variable -> flag, for every run option."""
     return {o.env_var: o.flag for o in _selected("run")}

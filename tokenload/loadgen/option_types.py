@@ -31,29 +31,23 @@ __all__ = [
 ]
 
 
+def _length(text: str, option: str) -> None:
+    try:
+        value = int(text)
+    except ValueError:
+        pass
+    else:
+        if value < 1:
+            raise ValueError(f"{option}: expected an integer >= 1, got {value}")
+        return
+    from tokenload.workload.lengths import parse_length_spec
+
+    parse_length_spec(text, option)  # a WorkloadError is a ValueError naming the option
+
+
 def length_spec(option: str) -> Callable[[str], str]:
     """A length (``512``) or a distribution (``uniform:64-256``, ...), in the target's tokens."""
-
-    def parse(text: str) -> str:
-        text = str(text).strip()
-        try:
-            value = int(text)
-        except ValueError:
-            pass
-        else:
-            if value < 1:
-                raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
-            return text
-        from tokenload.workload.errors import WorkloadError
-        from tokenload.workload.lengths import parse_length_spec
-
-        try:
-            parse_length_spec(text, option)
-        except WorkloadError as exc:
-            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{option}: ")) from None
-        return text
-
-    return parse
+    return spec_type(_length, option)
 
 
 def number(cast: Callable[[str], Any], ok: Callable[[Any], bool], expected: str) -> Callable[[str], Any]:
@@ -179,9 +173,9 @@ def _length_list(text: str, option: str) -> None:
         raise ValueError(f"{option}: expected lengths like 121,511,2041, got {text!r}")
     for item in items:
         try:
-            length_spec(option)(item)
-        except argparse.ArgumentTypeError as exc:
-            raise ValueError(f"{option}: {item!r}: {exc}") from None
+            _length(item, option)
+        except ValueError as exc:
+            raise ValueError(f"{option}: {item!r}: {str(exc).removeprefix(f'{option}: ')}") from None
 
 
 def _target_moe(text: str, option: str) -> None:

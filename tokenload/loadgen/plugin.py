@@ -28,6 +28,7 @@ import gevent
 
 from tokenload.loadgen import exporter
 from tokenload.loadgen.health import HealthMonitor
+from tokenload.loadgen.option_table import option_value
 from tokenload.loadgen.options import RunConfig, add_arguments, run_config
 from tokenload.loadgen.pacing import Pacer
 from tokenload.loadgen.phases import PHASE_MESSAGE, StepTracker
@@ -212,12 +213,12 @@ class RunContext:
             opts = self.environment.parsed_options
             from tokenload.loadgen.arrivals import parse_arrival
 
-            spec = parse_arrival(getattr(opts, "arrival", "poisson"))
+            spec = parse_arrival(option_value(opts, "arrival"))
             self.rate_schedule = {
                 "rps": step.rate_rps,
                 "arrival": spec.kind,
                 "burstiness": spec.burstiness,
-                "seed": int(getattr(opts, "arrival_seed", 0)) * 1_000_003 + step.index,
+                "seed": int(option_value(opts, "arrival_seed")) * 1_000_003 + step.index,
                 # A little ahead, so every worker has the schedule before its first arrival.
                 "t0": now + 0.05,
             }

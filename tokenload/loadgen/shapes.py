@@ -34,7 +34,7 @@ import time
 from typing import Any
 
 from tokenload.loadgen import plugin
-from tokenload.loadgen.option_table import run_defaults
+from tokenload.loadgen.option_table import option_value
 from tokenload.loadgen.pacing import OPEN_LOOP_OPTION
 from tokenload.loadgen.steps import Step, parse_concurrency_list, parse_rate_list, rate_staircase, staircase
 
@@ -54,8 +54,7 @@ _SHRINK_MAX_S = 30.0
 
 def _opt(shape: LoadTestShape, name: str) -> Any:
     """A run option's value, or its default from the option table (library use, no parsing)."""
-    value = getattr(shape.runner.environment.parsed_options, name, None)
-    return run_defaults()[name] if value is None else value
+    return option_value(shape.runner.environment.parsed_options, name)
 
 
 class StepShape(LoadTestShape):
@@ -77,6 +76,7 @@ class StepShape(LoadTestShape):
         self.first_start: float | None = None
         self._shrink_since: float | None = None
         self._slo_breaches = 0
+        self._moe: dict[str, float] | None = None
 
     # -- what subclasses provide -----------------------------------------------------------------
     def next_step(self, index: int, steps: list[dict[str, Any]]) -> Step | None:
@@ -156,12 +156,12 @@ class StepShape(LoadTestShape):
 
     def _precise(self, step: Step) -> bool:
         """--target-moe: the step's figures are known well enough to end it now."""
-        text = _opt(self, "target_moe")
-        if not text:
-            return False
-        from tokenload.metrics.precision import parse_target_moe
+        if self._moe is None:
+            from tokenload.metrics.precision import parse_target_moe
 
-        return self.ctx.steps.precise(step.index, parse_target_moe(text))
+            text = _opt(self, "target_moe")
+            self._moe = parse_target_moe(text) if text else {}  # parsed once: it holds for the run
+        return bool(self._moe) and self.ctx.steps.precise(step.index, self._moe)
 
     def _users_reached(self, step: Step, now: float) -> bool:
         """The runner holds the step's users: all of them, and no more (going down, the extra

@@ -16,6 +16,7 @@ from tokenload import __version__
 from tokenload.analysis.diagnosis import find_knee
 from tokenload.analysis.judge import judge_steps
 from tokenload.analysis.oversaturation import waiting_trend
+from tokenload.loadgen.phases import StepWindow
 from tokenload.metrics.aggregate import LLMStats, NameStats
 from tokenload.metrics.definitions import FORMULAS
 from tokenload.metrics.histogram import LogHistogram
@@ -124,7 +125,7 @@ def _pct(values: list[float], q: float) -> float | None:
 
 
 def step_summary(
-    window: Any,
+    window: StepWindow,
     stats: LLMStats | None,
     done: dict[str, float],
     server: dict[str, Any] | None,
@@ -170,7 +171,7 @@ def step_summary(
         flags.append("short_output")
     failures = dict(ns.failures)
     ci = {m: _intervals(ns.hist[m]) for m in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")}
-    targets = getattr(window, "target_moe", None) or {}
+    targets = window.target_moe
     precision = None
     if targets:  # --target-moe: each figure's margin of error against what was asked
         met, margins = targets_met(ns.hist, targets)
@@ -178,7 +179,7 @@ def step_summary(
             "target_moe": dict(targets),
             "margin_of_error": margins,
             "met": met,
-            "ended_early": bool(getattr(window, "ended_on_precision", False)),
+            "ended_early": window.ended_on_precision,
         }
         if not met:
             flags.append("imprecise")
@@ -209,7 +210,7 @@ def step_summary(
         "achieved_rate_rps": done["sent"] / span if window.target_rate_rps is not None else None,
         "queued_for_user_share": queued_share if sent else None,
         # Requests of the measured part still streaming when the step was judged (0: complete).
-        "unfinished_at_decision": getattr(window, "unfinished_at_decision", 0),
+        "unfinished_at_decision": window.unfinished_at_decision,
         # Of the successful requests sent with ignore_eos: the share that came back shorter than
         # max_tokens (metrics.definitions FORMULAS["short_output_share"]); null when none counted.
         "short_output_share": short_share,

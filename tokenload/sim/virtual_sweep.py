@@ -15,9 +15,10 @@ engine's internals stay here (the ground-truth oracle, :mod:`tokenload.sim.oracl
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from tokenload.loadgen.phases import StepWindow
 from tokenload.metrics.aggregate import LLMStats
 from tokenload.metrics.definitions import compute_timing
 from tokenload.metrics.records import itl_summary
@@ -91,17 +92,6 @@ class VirtualPoint:
 
 
 @dataclass(slots=True)
-class _Window:
-    index: int
-    concurrency: int
-    target_rate_rps: float | None
-    start: float
-    measure_start: float
-    end: float
-    overrides: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
 class VirtualSweep:
     """What the sweep recorded: ``steps`` in summary.json's format (unjudged), the per-request
     records, the scrape points, and the engine (for ground truth only)."""
@@ -111,7 +101,7 @@ class VirtualSweep:
     points: list[VirtualPoint]
     engine: SimEngine
     requests: list[VirtualRequest]
-    windows: list[_Window]
+    windows: list[StepWindow]
 
 
 class _Prompts:
@@ -161,7 +151,7 @@ def virtual_sweep(
     prompts = _Prompts(workload)
     dur, warm = schedule.step_duration_s, schedule.warmup_s
     windows = [
-        _Window(
+        StepWindow(
             k,
             schedule.concurrency[k] if schedule.concurrency else schedule.max_in_flight,
             None if schedule.concurrency else schedule.rates[k],
@@ -271,7 +261,7 @@ def virtual_sweep(
 
 
 def _record(
-    req: VirtualRequest, intended: float, lag_s: float | None, queued: bool, windows: list[_Window]
+    req: VirtualRequest, intended: float, lag_s: float | None, queued: bool, windows: list[StepWindow]
 ) -> dict[str, Any]:
     t_sent = req.arrival_s
     step = max((w.index for w in windows if w.start <= intended), default=0)

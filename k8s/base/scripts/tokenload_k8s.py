@@ -70,10 +70,13 @@ def discover_metrics_urls(spec: str, resolve: Resolver = socket.getaddrinfo) -> 
 
 
 def metrics_urls(resolve: Resolver = socket.getaddrinfo, retry_s: float = 60.0) -> list[str]:
-    urls = [u.strip() for u in env("TOKENLOAD_METRICS_URLS").split(",") if u.strip()]
+    """With TOKENLOAD_METRICS_DISCOVER: the listed URLs and one per replica found, for
+    --metrics-url (which then wins over the variable). Without it: none; Locust reads
+    TOKENLOAD_METRICS_URLS itself, like every other option's variable."""
     spec = env("TOKENLOAD_METRICS_DISCOVER")
     if not spec:
-        return urls
+        return []
+    urls = [u.strip() for u in env("TOKENLOAD_METRICS_URLS").split(",") if u.strip()]
     deadline = time.monotonic() + retry_s
     while True:
         try:
