@@ -259,6 +259,15 @@ OPTIONS: tuple[Option, ...] = (
         default=0.2,
         type=t.seconds_or_fraction,
     ),
+    Option(
+        "--drain",
+        "steps",
+        "Between steps, start no request until every request in flight has ended (at most "
+        "--settle-timeout): each step starts from an idle server, at the cost of the longest "
+        "request's time per step",
+        default=False,
+        kind="switch",
+    ),
     Option("--knee-start", "knee", "First concurrency of the search", default=1, type=t.count),
     Option("--knee-max", "knee", "Highest concurrency the search may try", default=1024, type=t.count),
     Option(

@@ -39,6 +39,10 @@ class StepWindow:
     #: early because every one was met.
     target_moe: dict[str, float] = field(default_factory=dict)
     ended_on_precision: bool = False
+    #: --drain: seconds from the step's end until nothing was in flight (None without it), and
+    #: how many requests were still in flight when --settle-timeout cut that wait.
+    drain_s: float | None = None
+    in_flight_after_drain: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -111,6 +115,11 @@ class StepTracker:
         for w in self.windows:
             if w.index == index:
                 w.ended_on_precision = True
+
+    def note_drained(self, index: int, seconds: float, left: int) -> None:
+        for w in self.windows:
+            if w.index == index:
+                w.drain_s, w.in_flight_after_drain = seconds, left
 
     def note_unfinished(self, index: int, n: int) -> None:
         """The step was judged with ``n`` of its measured requests still streaming."""

@@ -27,6 +27,7 @@ from typing import Any
 import gevent
 
 from tokenload.loadgen import exporter
+from tokenload.loadgen.gate import Gate
 from tokenload.loadgen.health import HealthMonitor
 from tokenload.loadgen.option_table import option_value
 from tokenload.loadgen.options import RunConfig, add_arguments, run_config
@@ -81,6 +82,8 @@ class RunContext:
         #: Open loop: hands users their arrivals (every process); the current rate step's
         #: schedule as announced (master or local runner), None in closed-loop steps.
         self.pacer = Pacer()
+        #: --drain: closed between steps, so no user starts a request (every process).
+        self.gate = Gate()
         self.rate_schedule: dict[str, Any] | None = None
         self.announced_workers: list[str] = []
         #: Workload options of the coming or current step (its prompt length), on every process.
@@ -94,8 +97,9 @@ class RunContext:
         self.in_flight = 0
         #: Of those, the ones started in a step's measured part, by step (this process).
         self.measured_in_flight: dict[int, int] = {}
-        #: On the master: each worker's measured_in_flight as of its latest report.
+        #: On the master: each worker's measured_in_flight and in_flight as of its latest report.
         self.worker_measured_in_flight: dict[str, dict[int, int]] = {}
+        self.worker_in_flight: dict[str, int] = {}
         self.workers_seen: set[str] = set()
         #: Workers lost mid-run, filled on the master by loadgen/workers.py.
         self.workers_lost: list[dict[str, Any]] = []
@@ -146,6 +150,8 @@ class RunContext:
             "phase": self.steps.phase,
             "rate": None,
             "overrides": self.step_overrides,
+            "hold": self.gate.closed,
+            "hold_spread_s": self.gate.spread_s,
         }
         rate = self.rate_schedule
         if rate is not None:
@@ -189,6 +195,16 @@ class RunContext:
             n += sum(c.get(step, 0) for w, c in self.worker_measured_in_flight.items() if w in live)
         return n
 
+    def in_flight_total(self) -> int:
+        """Requests sent and not yet ended anywhere: this process's, plus each live worker's as
+        of its latest report."""
+        n = self.in_flight
+        runner = self.environment.runner
+        if isinstance(runner, MasterRunner):
+            live = set(_live_workers(runner))
+            n += sum(c for w, c in self.worker_in_flight.items() if w in live)
+        return n
+
     def request_reports(self) -> None:
         """Ask every worker for its report now (not at its next 3 s tick): a step's figures are
         complete moments after it ends. :attr:`awaiting_reports` empties as they arrive."""
@@ -206,6 +222,8 @@ class RunContext:
             self._announce()
 
     def begin_step(self, step: Step, now: float) -> None:
+        if self.gate.closed:  # --drain: the step's clock starts, its users send (gate.py)
+            self.gate.set_closed(False, spread_s=step.warmup_s / 2 if step.rate_rps is None else 0.0)
         # A rate step's users are only the pool that sends its arrivals: its load is the rate.
         conc = step.concurrency if step.rate_rps is None else None
         self.steps.begin(step.index, conc, step.rate_rps, now, step.overrides())
@@ -265,9 +283,13 @@ class RunContext:
             self.steps.end(self.steps.step, now)
             self._announce()
 
-    def end_step(self, step: Step, now: float) -> None:
+    def end_step(self, step: Step, now: float, drain: bool = False) -> None:
+        """The step has ended; with ``drain`` (--drain) no user starts a request until the next
+        step's clock starts."""
         self.steps.end(step.index, now)
         self.rate_schedule = None
+        if drain:
+            self.gate.set_closed(True)
         self._announce()
         if self.scraper is not None:
             self.scraper.scrape_once()  # the server's state at the step's end, inside its window
@@ -445,6 +467,7 @@ def _on_init(environment: Environment, **_kw: Any) -> None:
             ctx.steps.apply(msg.data["step"], msg.data["phase"])
             ctx.step_overrides = msg.data.get("overrides") or {}
             ctx.pacer.apply(msg.data.get("rate"), msg.data["step"])
+            ctx.gate.set_closed(bool(msg.data.get("hold")), float(msg.data.get("hold_spread_s") or 0.0))
 
         runner.register_message(PHASE_MESSAGE, on_phase)
         # Locust's worker report, sent now rather than at its next tick (see request_reports).
@@ -516,6 +539,7 @@ def _on_worker_report(client_id: str, data: dict[str, Any], **_kw: Any) -> None:
     ctx.worker_measured_in_flight[client_id] = {
         int(step): int(n) for step, n in live.get("measured_in_flight") or []
     }
+    ctx.worker_in_flight[client_id] = int(live.get("in_flight") or 0)
     ctx.stats.merge_dict(payload["stats"])
     ctx.steps.merge_stats(payload["steps"])
     ctx.steps.note_health(payload["health"])

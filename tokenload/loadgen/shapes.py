@@ -12,7 +12,9 @@ driven by one state machine (:class:`StepShape`):
    every request that started in the step's measured part has ended and been reported (at most
    ``--settle-timeout``; the step records how many the bound cut), so the next step is chosen,
    and a stop condition judged, on exactly the figures summary.json reports. Load goes on at the
-   step's level meanwhile; those requests start outside any measured part.
+   step's level meanwhile; those requests start outside any measured part. With ``--drain`` no
+   user starts a request in the settle, and it lasts until nothing at all is in flight (same
+   bound), so the next step starts from an idle server.
 
 A step's clock starts when the runner holds exactly its users: going down (a knee search
 bisecting), the previous step's extra users must have stopped first.
@@ -122,7 +124,7 @@ class StepShape(LoadTestShape):
             ):  # the budget cuts a step its ramp delayed
                 if precise and elapsed < step.duration_s:
                     self.ctx.steps.note_precise(step.index)
-                self.ctx.end_step(step, now)
+                self.ctx.end_step(step, now, drain=bool(_opt(self, "drain")))
                 self.ended_at = now
                 self.ctx.request_reports()
             else:
@@ -135,10 +137,23 @@ class StepShape(LoadTestShape):
         if self.ctx.awaiting_reports and now - self.ended_at < _SETTLE_MAX_S:
             return self._spawn(step)
         unfinished = self.ctx.unfinished(step.index)
-        if unfinished and now - self.ended_at < float(_opt(self, "settle_timeout")):
+        # --drain: nothing may be in flight either (no user starts one meanwhile).
+        busy = self.ctx.in_flight_total() if _opt(self, "drain") else 0
+        settle_s = float(_opt(self, "settle_timeout"))
+        if (unfinished or busy) and now - self.ended_at < settle_s:
             if not self.ctx.awaiting_reports:
                 self.ctx.request_reports()
             return self._spawn(step)
+        if _opt(self, "drain"):
+            self.ctx.steps.note_drained(step.index, now - self.ended_at, busy)
+            if busy:
+                log.warning(
+                    "tokenload: step %d: %d requests still in flight after --settle-timeout %g s; "
+                    "the next step starts with them",
+                    step.index,
+                    busy,
+                    settle_s,
+                )
         if unfinished:
             self.ctx.steps.note_unfinished(step.index, unfinished)
             log.warning(

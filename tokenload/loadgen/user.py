@@ -126,6 +126,13 @@ class LLMUser(User):
         # change what an iteration does by overriding generate(), never with more @task methods.
         # In an open-loop (rate) step, wait for this user's next arrival first; like Locust's own
         # wait_time sleep, that wait is interruptible: stopping users do not wait for arrivals.
+        gate = self.ctx.gate
+        if gate.closed:  # --drain, between steps: no request until the next step starts
+            self._state = LOCUST_STATE_WAITING
+            gate.wait()  # and, released, a random part of the gate's spread (gate.py)
+            if self._state == LOCUST_STATE_STOPPING:
+                raise StopUser()
+            self._state = LOCUST_STATE_RUNNING
         pacer = self.ctx.pacer
         if not pacer.open_loop and getattr(self.environment.parsed_options, OPEN_LOOP_OPTION, False):
             pacer.open_loop = True  # a rate shape runs: no request before its first arrival

@@ -37,8 +37,9 @@ __all__ = [
     "steps_csv",
 ]
 
-#: 2: steps gained ci95, low_sample_percentiles, short_output_share and unfinished_at_decision
-#: (version 1 files are read too: 2 only adds fields).
+#: 2: steps gained ci95, low_sample_percentiles, short_output_share and unfinished_at_decision;
+#: later, within 2 (fields added, none changed): steady_state, precision, drain and the client's
+#: coalesced_first_share, coalesced_first_late_ms_max and bound_by (version 1 files are read too).
 SCHEMA_VERSION = 2
 #: Every schema version this tokenload reads.
 READABLE_SCHEMA_VERSIONS = (1, 2)
@@ -216,6 +217,13 @@ def step_summary(
         "short_output_share": short_share,
         # --target-moe: the margins asked for and reached (null without it).
         "precision": precision,
+        # --drain: how long after the step's end nothing was in flight, and what was left when
+        # --settle-timeout cut the wait (null without it).
+        "drain": (
+            None
+            if window.drain_s is None
+            else {"s": window.drain_s, "left_in_flight": window.in_flight_after_drain}
+        ),
         "server": {k: server.get(v) for k, v in _SERVER_KEYS.items()} if server else None,
         "client": {
             "cpu_percent_max": cpu,
