@@ -97,28 +97,32 @@ def test_a_first_token_read_behind_later_ones_is_known_to_be_late(start_mock, tm
     for r in read_records(run.run_dir):
         if r["status"] != "ok" or r["first_read_coalesced"] is None:
             continue
-        error_ms = (
-            r["start_monotonic_s"] + r["ttft_ms"] / 1000 - by_id[r["response_id"]]["writes"][0]
-        ) * 1000
-        known.append((r["first_read_coalesced"], error_ms))
+        writes = by_id[r["response_id"]]["writes"]
+        error_ms = (r["start_monotonic_s"] + r["ttft_ms"] / 1000 - writes[0]) * 1000
+        # How long after the first token the mock really wrote the second: 5 ms on schedule, less
+        # when a busy machine delayed the mock and it wrote both at once.
+        gap_ms = (writes[1] - writes[0]) * 1000 if len(writes) > 1 else None
+        known.append((r["first_read_coalesced"], error_ms, gap_ms))
     assert len(known) > 200
     # Not flagged: dated by its own packet, within the client's 2 ms accuracy target (a rare
     # read that took the first token alone yet late is allowed for: 1 %).
-    clean = [e for c, e in known if not c]
+    clean = [e for c, e, _ in known if not c]
     assert sum(e < 2.0 for e in clean) >= 0.99 * len(clean), sorted(clean)[-10:]
     # The first tokens dated late by more than that are flagged, and the flagged ones are late.
     # Measured on a 2-core VM over four runs: 20 of 21, 48 of 49, 47 of 47 and 42 of 42 late ones
     # flagged, every flagged one late; 90 % leaves room for a noisy machine, not for a detector
     # that guesses (flagging at random would catch about 3 % of them).
-    late = [c for c, e in known if e >= 2.0]
+    late = [c for c, e, _ in known if e >= 2.0]
     assert sum(late) >= 0.9 * len(late), (sum(late), len(late))
-    flagged = [e for c, e in known if c]
+    # A flagged one is dated by a later packet: late by as much as the mock left between its
+    # first two writes, so it is judged where the mock kept its schedule (2 ms apart or more).
+    flagged = [e for c, e, gap in known if c and gap is not None and gap >= 2.0]
     assert sum(e >= 2.0 for e in flagged) >= 0.9 * len(flagged), sorted(flagged)[:10]
     summary = json.loads((run.run_dir / "summary.json").read_text())
     step = summary["steps"][-1]
     # Flagged exactly when the share is above 1 % beyond sampling noise (how often the kernel
     # merges queued packets is its own business); the flag then makes the step client_bound.
-    coalesced = sum(c for c, _ in known)
+    coalesced = sum(c for c, _, _ in known)
     above = share_exceeds(coalesced, len(known), COALESCED_FIRST_SHARE)
     assert ("coalesced_first_share" in step["client"]["bound_by"]) == above, (coalesced, len(known))
     assert not above or "client_bound" in step["flags"]
