@@ -13,6 +13,10 @@ _COMMANDS = {
         "run a load shape headless on Locust and write reports/<run-id>/summary.json",
     ),
     "plan": ("tokenload.plan", "predict a sweep in seconds: the emulator in simulated time, judged as a run"),
+    "calibrate": (
+        "tokenload.calibrate",
+        "fit an emulator profile to runs measured against your server (a digital twin)",
+    ),
     "mock": ("tokenload.mock.server", "a fixed-schedule streaming server with ground truth and faults"),
     "demo": ("tokenload.demo", "start a local target and run a short headless Locust test against it"),
     "report": ("tokenload.report.main", "rebuild a run's report.md, report.html, parquet; SLO and capacity"),

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -53,12 +52,10 @@ def _fail(message: str) -> NoReturn:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from pydantic import ValidationError
 
     from tokenload.analysis.judge import judge_steps
     from tokenload.loadgen.steps import StepSpecError, parse_concurrency_list, parse_rate_list
     from tokenload.sim import main as sim_main
-    from tokenload.sim.profile import ProfileError
     from tokenload.sim.virtual_sweep import VirtualSchedule, VirtualWorkload, virtual_sweep
     from tokenload.workload.errors import WorkloadError
     from tokenload.workload.lengths import parse_length_spec
@@ -79,15 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         _fail(str(exc))
     if args.prefix_tokens < 0 or args.prefix_groups < 1:
         _fail("--prefix-tokens: expected >= 0 tokens, --prefix-groups >= 1")
-    sim_parser = sim_main.build_parser()
-    sim_parser.error = lambda message: _fail(f"--sim-args: {message}")  # type: ignore[method-assign]
     try:
-        sim_args = sim_parser.parse_args(shlex.split(args.sim_args))
-        profile, config = sim_main.engine_setup(sim_args)
-    except ProfileError as exc:
-        _fail(f"--sim-args: {exc}")
-    except ValidationError as exc:
-        _fail(f"--sim-args: {sim_main._first_error(exc)}")
+        profile, config = sim_main.engine_from_text(args.sim_args)
     except ValueError as exc:
         _fail(f"--sim-args: {exc}")
     workload = VirtualWorkload(

@@ -22,7 +22,7 @@ from tokenload.sim.metrics import SimMetrics
 from tokenload.sim.profile import DEFAULT_PROFILE, Profile, load_profile
 from tokenload.sim.scheduler import FINISHED, RUNNING, Scheduler, SimRequest
 from tokenload.sim.stats import WAITING_CAUSES, FinishedRequest, RequestTimes, StepStats
-from tokenload.sim.tokenizer import ASCII_TEXT, EOS_TOKEN_ID, OutputTokenSource
+from tokenload.sim.tokenizer import ASCII_TEXT, EOS_TOKEN_ID, output_token_source
 
 __all__ = ["EngineConfig", "EngineCounters", "OutputLenConfig", "RequestOutput", "SimEngine", "StepPlan"]
 
@@ -206,7 +206,7 @@ class SimEngine:
         self.counters = EngineCounters()
         self.metrics = metrics
         self._rng = random.Random(cfg.seed)
-        self._text = OutputTokenSource(cfg.seed)
+        self._text = output_token_source(cfg.seed)
         self._requests: dict[str, SimRequest] = {}
         self._inflight: StepPlan | None = None
         self._step_index = 0

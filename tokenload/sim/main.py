@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import gc
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
@@ -126,6 +126,29 @@ def engine_setup(args: argparse.Namespace) -> tuple[Any, Any]:
     if args.output_len:
         cfg["output_len"] = _output_len(args.output_len)
     return profile, EngineConfig(**cfg)
+
+
+def engine_from_text(sim_args: str) -> tuple[Any, Any]:
+    """The profile and engine configuration of an emulator command line given as one string
+    (``--sim-args`` of plan and calibrate); ValueError with one line on bad values."""
+    import shlex
+
+    from pydantic import ValidationError
+
+    from tokenload.sim.profile import ProfileError
+
+    parser = build_parser()
+
+    def refuse(message: str) -> NoReturn:
+        raise ValueError(message)
+
+    parser.error = refuse  # type: ignore[method-assign]
+    try:
+        return engine_setup(parser.parse_args(shlex.split(sim_args)))
+    except ProfileError as exc:
+        raise ValueError(str(exc)) from None
+    except ValidationError as exc:
+        raise ValueError(_first_error(exc)) from None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,6 +7,7 @@ exactly the case where a real server's stream carries chunks with empty text.
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Iterable, Sequence
 
@@ -21,6 +22,7 @@ __all__ = [
     "apply_chat_template",
     "decode",
     "encode",
+    "output_token_source",
 ]
 
 BOS_TOKEN_ID = 256
@@ -174,3 +176,10 @@ class OutputTokenSource:
         """The ``index``-th generated token of a request that starts at ``offset``."""
         ids = self.token_ids
         return ids[(offset + index) % len(ids)]
+
+
+@functools.lru_cache(maxsize=8)
+def output_token_source(seed: int = 0) -> OutputTokenSource:
+    """The corpus of ``seed``, built once per process (it is only read): an engine is cheap to
+    make, which fitting a profile does hundreds of times."""
+    return OutputTokenSource(seed)

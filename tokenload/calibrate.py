@@ -1,0 +1,290 @@
+"""``tokenload calibrate``: fit an emulator profile to runs measured against your server.
+
+    tokenload calibrate reports/ctx-sweep reports/staircase --base-profile h100-llama3.1-8b \\
+        -o my-server.yaml
+    tokenload sim --profile my-server.yaml          # the calibrated twin
+    tokenload plan --sim-args "--profile my-server.yaml" --concurrency 1,8,32
+
+It reads each run's summary.json and requests.jsonl (what any run records: the steps' figures
+and the requests' lengths; nothing of the emulator's insides) and fits the cost model's unknowns
+(``tokenload.sim.calibrate.PARAMETERS``) within physical bounds, keeping the GPU's peaks, the
+model's shape and the engine's settings of the base profile and ``--sim-args``. A context sweep at
+one user (several prompt lengths) pins the cost model; a staircase checks it on batches. The fit
+error of every step is printed: in-sample figures. Validate the profile on a run it was not
+fitted to (``tokenload plan`` that run's steps and compare) before planning with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, NoReturn
+
+from tokenload.cli_args import OneLineParser
+
+__all__ = ["build_parser", "main", "observations_from_run"]
+
+PROG = "tokenload calibrate"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = OneLineParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR", help="run directories (summary.json)")
+    p.add_argument(
+        "--base-profile",
+        default=None,
+        help="the profile whose GPU, model and starting values are kept (default: --sim-args's, else a40)",
+    )
+    p.add_argument(
+        "--sim-args",
+        default="",
+        help='the server\'s engine settings, as tokenload sim takes them: "--max-num-batched-tokens 8192"',
+    )
+    p.add_argument(
+        "--fix",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="hold a parameter at a value instead of fitting it (repeatable), e.g. step_overhead_s=0.002",
+    )
+    p.add_argument(
+        "--fit-batched",
+        action="store_true",
+        help="fit the batched steps' TPOT too, not only check them (see tokenload.sim.calibrate)",
+    )
+    p.add_argument("-o", "--output", type=Path, required=True, help="where to write the profile (YAML)")
+    p.add_argument("--max-evals", type=int, default=600, help="profile evaluations at most (default 600)")
+    p.add_argument("--json", action="store_true", help="print the fit as one JSON object")
+    return p
+
+
+def _fail(message: str) -> NoReturn:
+    print(f"{PROG}: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def observations_from_run(run_dir: Path) -> tuple[list[Any], list[str]]:
+    """The closed-loop steps of one run as observations, and a note per step left out."""
+    from tokenload.sim.calibrate import Observation
+
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ValueError(f"{run_dir}: no summary.json ({exc.strerror or exc})") from None
+    except ValueError:
+        raise ValueError(f"{run_dir}/summary.json: not JSON") from None
+    lengths: dict[int, tuple[list[int], list[int]]] = {}
+    try:
+        with open(run_dir / "requests.jsonl", encoding="utf-8") as fh:
+            for line in fh:
+                r = json.loads(line)
+                # A run's records say their status and phase; a plan's (simulated) only whether
+                # they failed: its steps have no warm-up requests of another length.
+                ok = r.get("status", "ok") == "ok" and r.get("failure_class") is None
+                if not ok or r.get("phase", "measure") != "measure" or r.get("step") is None:
+                    continue
+                if r.get("input_tokens") and r.get("output_tokens"):
+                    ins, outs = lengths.setdefault(int(r["step"]), ([], []))
+                    ins.append(int(r["input_tokens"]))
+                    outs.append(int(r["output_tokens"]))
+    except OSError as exc:
+        raise ValueError(f"{run_dir}: no requests.jsonl ({exc.strerror or exc})") from None
+    except ValueError:
+        raise ValueError(f"{run_dir}/requests.jsonl: a line is not JSON") from None
+    out, notes = [], []
+    for s in summary.get("steps") or []:
+        label = f"{run_dir.name}#{s['index']}"
+        if s.get("target_rate_rps") is not None:
+            notes.append(f"{label}: a rate step (only closed-loop steps are fitted)")
+            continue
+        ins, outs = lengths.get(int(s["index"]), ([], []))
+        if not ins or not s.get("concurrency"):
+            notes.append(f"{label}: no successful measured request with its lengths")
+            continue
+        out.append(
+            Observation(
+                label,
+                int(s["concurrency"]),
+                round(statistics.median(ins)),
+                round(statistics.median(outs)),
+                (s.get("ttft_ms") or {}).get("p50"),
+                (s.get("tpot_ms") or {}).get("p50"),
+                s.get("output_tokens_per_s"),
+            )
+        )
+    return out, notes
+
+
+def _fixed(items: list[str]) -> dict[str, float]:
+    from tokenload.sim.calibrate import PARAMETERS
+
+    bounds = {p.name: p for p in PARAMETERS}
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        p = bounds.get(name.strip())
+        try:
+            v = float(value)
+        except ValueError:
+            v = float("nan")
+        if not sep or p is None or not p.low <= v <= p.high:
+            names = ", ".join(f"{q.name} in [{q.low:g}, {q.high:g}]" for q in PARAMETERS)
+            _fail(f"--fix: expected NAME=VALUE with one of {names}; got {item!r}")
+        out[p.name] = v
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    import yaml
+
+    from tokenload.sim import main as sim_main
+    from tokenload.sim.calibrate import (
+        FIGURE_NOISE,
+        PARAMETERS,
+        _errors,
+        fit_profile,
+        values_of,
+        with_values,
+    )
+    from tokenload.sim.profile import ProfileError, load_profile
+
+    fixed = _fixed(args.fix)
+    if args.max_evals < 20:
+        _fail("--max-evals: expected at least 20")
+    try:
+        profile, config = sim_main.engine_from_text(args.sim_args)
+    except ValueError as exc:
+        _fail(f"--sim-args: {exc}")
+    if args.base_profile:
+        try:
+            profile = load_profile(args.base_profile)
+        except ProfileError as exc:
+            _fail(f"--base-profile: {exc}")
+    observations, notes = [], []
+    for run in args.runs:
+        try:
+            obs, left = observations_from_run(run)
+        except ValueError as exc:
+            _fail(str(exc))
+        observations += obs
+        notes += left
+    if not observations:
+        _fail("no closed-loop step with successful requests in " + ", ".join(map(str, args.runs)))
+    single = any(o.concurrency <= 1 for o in observations)
+    if not single:
+        notes.append(
+            "no single-user step: only batched TPOT constrains the fit (add a context sweep at 1 user)"
+        )
+    t0 = time.perf_counter()
+    fit = fit_profile(
+        profile, config, observations, fixed=fixed, max_evals=args.max_evals, fit_batched=args.fit_batched
+    )
+    wall = time.perf_counter() - t0
+    runs = ", ".join(str(r) for r in args.runs)
+    weak = f"; not determined by them: {', '.join(fit.undetermined)}" if fit.undetermined else ""
+    description = (
+        f"{profile.model.name} on {profile.gpu.name}: fitted by tokenload calibrate to "
+        f"{len(observations)} steps of {runs} (base {profile.name or 'profile'}{weak}); not yet validated"
+    )
+    fitted = with_values(fit.profile, fit.values, description)
+    steps = []
+    for o, p in zip(observations, fit.predictions, strict=True):
+        errs = _errors(o, p)
+        steps.append(
+            {
+                "step": o.label,
+                "concurrency": o.concurrency,
+                "prompt_tokens": o.prompt_tokens,
+                "output_tokens": o.output_tokens,
+                "ttft_ms_p50": {"measured": o.ttft_ms_p50, "fitted": p.ttft_ms_p50},
+                "tpot_ms_p50": {"measured": o.tpot_ms_p50, "fitted": p.tpot_ms_p50},
+                # What the fit used of this step (empty: only checked against the fit).
+                "fitted_on": (
+                    ["ttft_ms_p50", "tpot_ms_p50"]
+                    if o.concurrency <= 1
+                    else (["tpot_ms_p50"] if args.fit_batched or not single else [])
+                ),
+                "worst_error": max((abs(e) for e in errs), default=None),
+            }
+        )
+    base_values = values_of(profile)
+    result = {
+        "profile": str(args.output),
+        "description": description,
+        "parameters": {
+            p.name: {
+                "fitted": fit.values[p.name] if p.name not in fixed else None,
+                # Its relative standard error were every figure 1 % off (FIGURE_NOISE), and
+                # whether that leaves it undetermined by these runs (above UNDETERMINED).
+                "uncertainty": fit.uncertainty[p.name],
+                "determined": p.name not in fit.undetermined,
+                "fixed": fixed.get(p.name),
+                "base": base_values[p.name],
+                "bounds": [p.low, p.high],
+                "why": p.why,
+            }
+            for p in PARAMETERS
+        },
+        "steps": steps,
+        # Weight streaming plus per-step overhead: what decode steps pin even where its two
+        # parts are undetermined.
+        "decode_fixed_s": {"fitted": fit.decode_fixed_s, "uncertainty": fit.uncertainty["decode_fixed_s"]},
+        "figure_noise": FIGURE_NOISE,
+        "undetermined": fit.undetermined,
+        "loss": fit.loss,
+        "evaluations": fit.evaluations,
+        "wall_s": round(wall, 2),
+        "left_out": notes,
+    }
+    header = [
+        f"# Fitted by tokenload calibrate on {datetime.date.today().isoformat()} from: {runs}",
+        f"# base profile: {profile.name or '-'}; engine settings: {args.sim_args or '(defaults)'}",
+        "# Fitted (in sample): " + ", ".join(f"{k}={v:.4g}" for k, v in fit.values.items()),
+        "# Per-step fit errors are in-sample; validate on another run before planning with it.",
+    ]
+    body = yaml.safe_dump(fitted.model_dump(mode="json"), sort_keys=False)
+    try:
+        args.output.write_text("\n".join(header) + "\n" + body, encoding="utf-8")
+    except OSError as exc:
+        _fail(f"--output: cannot write {args.output}: {exc.strerror or exc}")
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(f"fitted {len(observations)} steps in {wall:.1f} s ({fit.evaluations} evaluations)")
+    for p in PARAMETERS:
+        d = result["parameters"][p.name]
+        value = d["fixed"] if d["fixed"] is not None else d["fitted"]
+        if d["fixed"] is not None:
+            how = "fixed"
+        else:
+            how = f"fitted +-{100 * d['uncertainty']:.1f} %"
+            how += "" if d["determined"] else " (not determined by these runs)"
+        print(f"  {p.name:<24} {value:10.4g}  {how}  (base {d['base']:.4g}, bounds {p.low:g}-{p.high:g})")
+    fixed_u = fit.uncertainty["decode_fixed_s"]
+    spread = "" if fixed_u is None else f" +-{100 * fixed_u:.1f} %"
+    print(
+        f"  {'decode step fixed time':<24} {1000 * fit.decode_fixed_s:10.4g}  ms{spread} (weights + overhead)"
+    )
+    print(f"  (+-: relative standard error were every figure {100 * FIGURE_NOISE:g} % off)")
+    print(f"{'step':<28} {'users':>5} {'prompt':>6} {'TTFT p50 ms':>19} {'TPOT p50 ms':>17}  worst error")
+    for s in steps:
+        t, q = s["ttft_ms_p50"], s["tpot_ms_p50"]
+        ttft = f"{_num(t['measured'])} -> {_num(t['fitted'])}"
+        tpot = f"{_num(q['measured'])} -> {_num(q['fitted'])}"
+        worst = "-" if s["worst_error"] is None else f"{100 * s['worst_error']:.1f} %"
+        worst += "" if s["fitted_on"] else " (checked, not fitted)"
+        print(f"{s['step']:<28} {s['concurrency']:>5} {s['prompt_tokens']:>6} {ttft:>19} {tpot:>17}  {worst}")
+    for note in notes:
+        print(f"left out: {note}")
+    print(f"profile: {args.output} (tokenload sim --profile {args.output})")
+    return 0
+
+
+def _num(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f}"

@@ -1,0 +1,433 @@
+"""Fit an emulator profile to measured steps: the cost model's unknowns, within physical bounds.
+
+What a run shows (per step: its load, the prompt and output lengths its requests had, TTFT p50,
+TPOT p50, output tokens/s) is compared with what the emulator predicts for the same load under a
+candidate profile; a Nelder-Mead search in bounded coordinates minimises the squared relative
+errors. The known facts stay as they are: the GPU's datasheet peaks, the model's shape, the
+engine's settings (chunk size, caps). Only :data:`PARAMETERS` are fitted.
+
+What each kind of step pins down (see the cost model, :mod:`tokenload.sim.costmodel`):
+
+* a single user at several prompt lengths (a context sweep at concurrency 1): TTFT's slope in
+  the prompt length gives the matmul efficiency, its curvature the attention efficiency; TPOT
+  at long contexts gives the KV-read bandwidth; short prompts (memory-bound prefill) against
+  long ones (compute-bound) separate the compute/memory overlap, the weight-streaming bandwidth
+  and the fixed per-step overhead;
+* a staircase (concurrency > 1) checks them where batches form: decode batches, prefill chunks
+  mixed with decodes; its steps are predicted by a closed loop of the step's users in simulated
+  time. By default it is checked, not fitted: such a replay reproduces a step's TPOT p50 only to
+  1-2 % with the true profile (the users' requests line up differently than in the run), and
+  fitting to that pulls the per-step overhead along its valley with the weight-streaming
+  bandwidth by up to 70 % (measured, seed 5 of bench/twin_sim.py). ``fit_batched=True`` fits it
+  too, for a server whose batches the single-user figures do not predict.
+
+Pure: no I/O (the CLI reads run directories, :mod:`tokenload.calibrate_cli`).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from tokenload.sim.engine import EngineConfig, SimEngine
+from tokenload.sim.profile import Profile
+from tokenload.sim.virtual import RequestSpec, VirtualDriver, run_closed_loop
+
+__all__ = [
+    "FIGURE_NOISE",
+    "PARAMETERS",
+    "UNDETERMINED",
+    "Fit",
+    "Observation",
+    "Parameter",
+    "decode_fixed_s",
+    "fit_profile",
+    "levenberg_marquardt",
+    "nelder_mead",
+    "predict",
+    "uncertainty",
+    "with_values",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Parameter:
+    """One fitted unknown: where it lives in the profile and its physical bounds (with why)."""
+
+    name: str
+    low: float
+    high: float
+    why: str
+
+
+#: The unknowns, with bounds from what published kernels reach (the search never leaves them).
+PARAMETERS: tuple[Parameter, ...] = (
+    Parameter("prefill_matmul", 0.2, 0.95, "dense GEMMs reach 60-90 % of the datasheet peak"),
+    Parameter("attention", 0.03, 0.8, "FlashAttention-2/3 forward: 35-75 % of peak on long sequences"),
+    Parameter("decode_bandwidth", 0.3, 0.95, "weight streaming reaches 70-92 % of peak HBM bandwidth"),
+    Parameter("kv_read", 0.1, 0.95, "paged-attention decode: 20-90 % of peak bandwidth by occupancy"),
+    Parameter("compute_memory_overlap", 0.0, 1.0, "0 = compute and memory time add, 1 = ideal roofline"),
+    Parameter("step_overhead_s", 0.0, 0.02, "vLLM's per-step CPU work: 0.5-10 ms"),
+)
+
+
+_NAMES = frozenset(p.name for p in PARAMETERS)
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """One measured step: its load and lengths, and the figures it measured (None: not measured)."""
+
+    label: str
+    concurrency: int
+    prompt_tokens: int
+    output_tokens: int
+    ttft_ms_p50: float | None
+    tpot_ms_p50: float | None
+    output_tokens_per_s: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    ttft_ms_p50: float
+    tpot_ms_p50: float
+    output_tokens_per_s: float
+
+
+#: The relative error assumed on each measured figure when stating how well the runs determine
+#: each parameter (:func:`uncertainty`): a p50 of a few hundred requests has a 95 % interval of
+#: a few per cent (tokenload's ci95), and the run-to-run spread adds to it. It scales the stated
+#: uncertainties; it decides nothing else.
+FIGURE_NOISE = 0.01
+#: The prior's width on each parameter's logarithm when stating uncertainties: 1 = a factor
+#: of e either way, wide against the efficiencies' bounds, so it decides only directions
+#: the runs leave open.
+PRIOR_LOG_WIDTH = 1.0
+#: A parameter whose stated uncertainty is above this share of its value is reported as not
+#: determined by the runs: 10 % is what issue #17 asks a calibration to recover parameters to.
+UNDETERMINED = 0.10
+
+
+@dataclass(frozen=True, slots=True)
+class Fit:
+    """The fitted values, the profile carrying them, each step's predicted figures, and each
+    parameter's relative uncertainty (:func:`uncertainty`; None for a held one)."""
+
+    values: dict[str, float]
+    profile: Profile
+    loss: float
+    evaluations: int
+    predictions: list[Prediction]
+    uncertainty: dict[str, float | None]
+
+    @property
+    def decode_fixed_s(self) -> float:
+        """The decode step's fixed time the fit implies (see :func:`decode_fixed_s`)."""
+        return decode_fixed_s(self.profile, self.values)
+
+    @property
+    def undetermined(self) -> list[str]:
+        """The fitted parameters these runs do not pin to UNDETERMINED (their errors move together
+        with others': e.g. the per-step overhead and the weight-streaming bandwidth, which decode
+        steps see only as a sum)."""
+        return [k for k, u in self.uncertainty.items() if k in _NAMES and u is not None and u > UNDETERMINED]
+
+
+def values_of(profile: Profile) -> dict[str, float]:
+    e = profile.efficiency
+    return {
+        "prefill_matmul": e.prefill_matmul,
+        "attention": e.attention,
+        "decode_bandwidth": e.decode_bandwidth,
+        "kv_read": e.kv_read,
+        "compute_memory_overlap": e.compute_memory_overlap,
+        "step_overhead_s": profile.step_overhead_s,
+    }
+
+
+def with_values(profile: Profile, values: dict[str, float], description: str | None = None) -> Profile:
+    """``profile`` with the fitted values in place (and, if given, a new description)."""
+    eff = {k: v for k, v in values.items() if k != "step_overhead_s"}
+    update: dict[str, object] = {"efficiency": profile.efficiency.model_copy(update=eff)}
+    if "step_overhead_s" in values:
+        update["step_overhead_s"] = values["step_overhead_s"]
+    if description is not None:
+        update["description"] = description
+    return profile.model_copy(update=update)
+
+
+@functools.lru_cache(maxsize=64)
+def _prompt(n: int) -> tuple[int, ...]:
+    rng = random.Random(n)
+    return tuple(rng.randint(32, 126) for _ in range(n))
+
+
+def _median(values: Sequence[float]) -> float:
+    s = sorted(values)
+    m = len(s) // 2
+    return s[m] if len(s) % 2 else (s[m - 1] + s[m]) / 2
+
+
+def predict(profile: Profile, config: EngineConfig, obs: Observation) -> Prediction:
+    """The emulator's figures for ``obs``'s load: one request alone for a single user (exact:
+    nothing else runs), else a closed loop of its users in simulated time (their first request
+    left out, as a warm-up would)."""
+    if obs.concurrency <= 1:
+        engine = SimEngine(profile, config)
+        driver = VirtualDriver(engine, record_timeline=False)
+        driver.submit(0.0, RequestSpec(list(_prompt(obs.prompt_tokens)), obs.output_tokens))
+        req = driver.run().requests[0]
+        tpot = req.tpot_s * 1000.0
+        return Prediction(req.ttft_s * 1000.0, tpot, obs.output_tokens / req.e2e_s)
+    engine = SimEngine(profile, config)
+    prompt = _prompt(obs.prompt_tokens)
+    run = run_closed_loop(
+        engine,
+        obs.concurrency,
+        3,
+        lambda _client, _i: RequestSpec(list(prompt), obs.output_tokens),
+        record_timeline=False,
+    )
+    first = {}
+    for r in run.requests:
+        if r.client is not None and (r.client not in first or r.arrival_s < first[r.client]):
+            first[r.client] = r.arrival_s
+    later = [r for r in run.requests if r.finished and r.arrival_s > first.get(r.client, -1.0)]
+    start = min(r.arrival_s for r in later)
+    end = max(r.token_times_s[-1] for r in later)
+    tokens = sum(r.num_output_tokens for r in later)
+    return Prediction(
+        _median([r.ttft_s * 1000.0 for r in later]),
+        _median([r.tpot_s * 1000.0 for r in later]),
+        tokens / (end - start) if end > start else 0.0,
+    )
+
+
+def _errors(obs: Observation, pred: Prediction) -> list[float]:
+    """Relative errors of the figures a step pins down. A single user: TTFT and TPOT (exact in
+    the emulator: nothing else runs). Users sharing the server: TPOT only. Their TTFT p50 with
+    requests of one length depends on how the users' requests happen to line up (a replay that
+    starts them otherwise differs by 20-30 % with the true profile), and completions per second
+    over a step move in whole waves of users; TPOT, the decode batch's step time, does not."""
+    pairs = [(obs.tpot_ms_p50, pred.tpot_ms_p50)]
+    if obs.concurrency <= 1:
+        pairs.append((obs.ttft_ms_p50, pred.ttft_ms_p50))
+    return [p / m - 1.0 for m, p in pairs if m is not None and m > 0]
+
+
+def _to_unit(p: Parameter, v: float) -> float:
+    """Bounded value -> unbounded search coordinate (logit of its place between the bounds)."""
+    x = min(max((v - p.low) / (p.high - p.low), 1e-6), 1 - 1e-6)
+    return math.log(x / (1 - x))
+
+
+def _from_unit(p: Parameter, u: float) -> float:
+    return p.low + (p.high - p.low) / (1.0 + math.exp(-u))
+
+
+def nelder_mead(
+    f: Callable[[list[float]], float],
+    x0: list[float],
+    step: float = 0.5,
+    max_evals: int = 400,
+    tol: float = 1e-12,
+) -> tuple[list[float], float, int]:
+    """Minimise ``f`` from ``x0`` (the standard simplex method: reflect, expand, contract,
+    shrink). Returns the best point, its value and the number of evaluations."""
+    n = len(x0)
+    simplex = [list(x0)] + [[x + (step if i == j else 0.0) for j, x in enumerate(x0)] for i in range(n)]
+    values = [f(x) for x in simplex]
+    evals = n + 1
+    while evals < max_evals:
+        order = sorted(range(n + 1), key=values.__getitem__)
+        simplex, values = [simplex[i] for i in order], [values[i] for i in order]
+        if values[-1] - values[0] <= tol * (abs(values[0]) + tol):
+            break
+        centroid = [sum(p[j] for p in simplex[:-1]) / n for j in range(n)]
+        worst = simplex[-1]
+
+        def toward(t: float, worst: list[float] = worst, centroid: list[float] = centroid) -> list[float]:
+            return [c + t * (w - c) for c, w in zip(centroid, worst, strict=True)]
+
+        xr = toward(-1.0)
+        fr = f(xr)
+        evals += 1
+        if fr < values[0]:
+            xe = toward(-2.0)
+            fe = f(xe)
+            evals += 1
+            simplex[-1], values[-1] = (xe, fe) if fe < fr else (xr, fr)
+        elif fr < values[-2]:
+            simplex[-1], values[-1] = xr, fr
+        else:
+            xc = toward(0.5 if fr >= values[-1] else -0.5)
+            fc = f(xc)
+            evals += 1
+            if fc < min(fr, values[-1]):
+                simplex[-1], values[-1] = xc, fc
+            else:  # shrink toward the best
+                best = simplex[0]
+                for i in range(1, n + 1):
+                    simplex[i] = [b + 0.5 * (x - b) for b, x in zip(best, simplex[i], strict=True)]
+                    values[i] = f(simplex[i])
+                evals += n
+    i = min(range(n + 1), key=values.__getitem__)
+    return simplex[i], values[i], evals
+
+
+def levenberg_marquardt(
+    residuals: Callable[[list[float]], list[float]],
+    x0: list[float],
+    iterations: int = 40,
+    h: float = 1e-5,
+) -> tuple[list[float], float, int]:
+    """Polish a least-squares minimum from ``x0`` (damped Gauss-Newton, forward-difference
+    Jacobian): where Nelder-Mead crawls along a narrow valley, this walks down it. Returns the
+    point, its sum of squares and the number of evaluations."""
+    import numpy as np
+
+    x = np.array(x0, dtype=float)
+    r = np.array(residuals(list(x)))
+    cost, evals, lam = float(r @ r), 1, 1e-3
+    for _ in range(iterations):
+        jac = np.empty((len(r), len(x)))
+        for j in range(len(x)):
+            xj = x.copy()
+            xj[j] += h
+            jac[:, j] = (np.array(residuals(list(xj))) - r) / h
+        evals += len(x)
+        jtj, jtr = jac.T @ jac, jac.T @ r
+        improved = False
+        while lam < 1e12:
+            step = np.linalg.solve(jtj + lam * np.diag(np.diag(jtj) + 1e-12), -jtr)
+            r_new = np.array(residuals(list(x + step)))
+            evals += 1
+            c_new = float(r_new @ r_new)
+            if c_new < cost:
+                x, r, lam, improved = x + step, r_new, max(lam / 10, 1e-12), True
+                converged = cost - c_new <= 1e-15 * max(cost, 1e-30)
+                cost = c_new
+                break
+            lam *= 10
+        if not improved or converged or cost < 1e-24:
+            break
+    return list(x), cost, evals
+
+
+def uncertainty(
+    residuals: Callable[[dict[str, float]], list[float]],
+    values: dict[str, float],
+    free: Sequence[str],
+    noise: float = FIGURE_NOISE,
+    derived: dict[str, Callable[[dict[str, float]], float]] | None = None,
+) -> dict[str, float]:
+    """Each free parameter's relative standard error if every figure carried a relative error of
+    ``noise``: from the Jacobian J of the residuals in the parameters' logarithms (forward
+    differences), cov = (J^T J / noise^2 + I / PRIOR_LOG_WIDTH^2)^-1 (the linearised
+    least-squares estimate under a weak prior). Large where the runs cannot tell a parameter
+    from others (J^T J is near singular); at most about PRIOR_LOG_WIDTH. ``derived``
+    quantities (functions of the values) get theirs from the same covariance."""
+    import numpy as np
+
+    def bumped(name: str) -> dict[str, float]:
+        return {**values, name: (values[name] or 1e-9) * (1 + 1e-4)}
+
+    r0 = np.array(residuals(values))
+    jac = np.empty((len(r0), len(free)))
+    for j, name in enumerate(free):
+        jac[:, j] = (np.array(residuals(bumped(name))) - r0) / 1e-4
+    # A weak prior, a factor of e either way on each parameter, keeps a direction the runs do
+    # not see at all from spilling into the parameters they do see (the inverse would be huge
+    # along it and smear every variance).
+    info = jac.T @ jac / noise**2 + np.eye(len(free)) / PRIOR_LOG_WIDTH**2
+    cov = np.linalg.inv(info)
+    out = {name: float(np.sqrt(max(cov[j, j], 0.0))) for j, name in enumerate(free)}
+    for label, fn in (derived or {}).items():
+        f0 = fn(values)
+        grad = np.array([(fn(bumped(name)) - f0) / 1e-4 / f0 for name in free])
+        out[label] = float(np.sqrt(max(grad @ cov @ grad, 0.0)))
+    return out
+
+
+def decode_fixed_s(profile: Profile, values: dict[str, float]) -> float:
+    """Seconds every decode step spends regardless of its batch: streaming the weights once,
+    plus the per-step overhead (``values`` as :func:`values_of` gives them)."""
+    g = profile.gpu
+    stream = g.memory_bandwidth_bytes_per_s * values["decode_bandwidth"]
+    return profile.model.weight_bytes / stream + values["step_overhead_s"]
+
+
+def fit_profile(
+    base: Profile,
+    config: EngineConfig,
+    observations: Sequence[Observation],
+    fixed: dict[str, float] | None = None,
+    max_evals: int = 600,
+    fit_batched: bool = False,
+) -> Fit:
+    """Fit :data:`PARAMETERS` (less ``fixed``, held at the given values) to ``observations``,
+    starting from ``base``'s values: on the single-user steps (cheap: one request each); with
+    ``fit_batched`` (or when there is no single-user step), then on every step."""
+    fixed = dict(fixed or {})
+    start = {**values_of(base), **fixed}
+    free = [p for p in PARAMETERS if p.name not in fixed]
+    evaluations = 0
+
+    def profile_at(u: list[float]) -> Profile:
+        values = {**start, **{p.name: _from_unit(p, x) for p, x in zip(free, u, strict=True)}}
+        return with_values(base, values)
+
+    # The weak prior :func:`uncertainty` states its figures under, in the fit too (so the two
+    # agree): a parameter the runs leave open stays near the base profile's value instead of
+    # wandering along its valley.
+    prior_scale = FIGURE_NOISE / PRIOR_LOG_WIDTH
+
+    def prior(u: list[float]) -> list[float]:
+        return [
+            prior_scale * math.log(max(_from_unit(p, x), 1e-9) / max(start[p.name], 1e-9))
+            for p, x in zip(free, u, strict=True)
+        ]
+
+    def residuals_on(subset: Sequence[Observation]) -> Callable[[list[float]], list[float]]:
+        def residuals(u: list[float]) -> list[float]:
+            prof = profile_at(u)
+            return [e for o in subset for e in _errors(o, predict(prof, config, o))] + prior(u)
+
+        return residuals
+
+    def loss_on(subset: Sequence[Observation]) -> Callable[[list[float]], float]:
+        residuals = residuals_on(subset)
+        return lambda u: sum(e * e for e in residuals(u))
+
+    single = [o for o in observations if o.concurrency <= 1]
+    u = [_to_unit(p, start[p.name]) for p in free]
+    if free and single:
+        # Restarted from its best point with a fresh simplex: Nelder-Mead stalls on long valleys
+        # (the weight-streaming bandwidth against the per-step overhead is one), a restart goes on.
+        for step in (0.5, 0.1, 0.02):
+            u, _, n = nelder_mead(loss_on(single), u, step=step, max_evals=max_evals // 3)
+            evaluations += n
+        u, _, n = levenberg_marquardt(residuals_on(single), u)
+        evaluations += n
+    batched = [o for o in observations if o.concurrency > 1]
+    if free and batched and (fit_batched or not single):
+        u, _, n = nelder_mead(loss_on(observations), u, step=0.1, max_evals=max(60, max_evals // 10))
+        evaluations += n
+    prof = profile_at(u)
+    predictions = [predict(prof, config, o) for o in observations]
+    loss = sum(e * e for o, p in zip(observations, predictions, strict=True) for e in _errors(o, p))
+    used = observations if (fit_batched or not single) else single
+
+    def residuals_at(values: dict[str, float]) -> list[float]:
+        p = with_values(base, values)
+        return [e for o in used for e in _errors(o, predict(p, config, o))]
+
+    derived = {"decode_fixed_s": lambda v: decode_fixed_s(base, v)}
+    names = [p.name for p in free]
+    spread = uncertainty(residuals_at, values_of(prof), names, derived=derived) if free else {}
+    stated: dict[str, float | None] = {p.name: spread.get(p.name) for p in PARAMETERS}
+    stated["decode_fixed_s"] = spread.get("decode_fixed_s")
+    return Fit(values_of(prof), prof, loss, evaluations, predictions, stated)
