@@ -69,7 +69,7 @@ def _fit_runs(tmp_path: Path, truth: dict[str, float]) -> tuple[Path, list[str]]
     return hidden, runs
 
 
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("seed", [1])  # bench/twin_sim.py runs six
 def test_calibrate_recovers_a_hidden_profile_and_predicts_another_staircase(
     tmp_path: Path, seed: int
 ) -> None:
