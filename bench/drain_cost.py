@@ -16,16 +16,14 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from _harness import machine, write_results_section  # noqa: E402
+from _harness import machine, run_sweep, write_results_section  # noqa: E402
 
 
 def _sent(r: dict) -> float:
@@ -33,13 +31,8 @@ def _sent(r: dict) -> float:
 
 
 def _sweep(out: Path, args: list[str]) -> dict:
-    cmd = [sys.executable, "-m", "tokenload", "sweep", "--out", str(out), *args]
-    t0 = time.monotonic()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800)
-    wall = time.monotonic() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"sweep failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    steps = json.loads((out / "summary.json").read_text())["steps"]
+    summary, wall = run_sweep(out, args)
+    steps = summary["steps"]
     records = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
     spans = [
         (_sent(r), r["wall_start"] + (r.get("e2e_ms") or 0) / 1000)

@@ -17,26 +17,18 @@ import argparse
 import json
 import math
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from _harness import machine, write_results_section  # noqa: E402
+from _harness import machine, run_sweep, write_results_section  # noqa: E402
 
 
 def _sweep(out: Path, args: list[str]) -> dict:
-    cmd = [sys.executable, "-m", "tokenload", "sweep", "--out", str(out), *args]
-    t0 = time.monotonic()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800)
-    wall = time.monotonic() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"sweep failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    summary = json.loads((out / "summary.json").read_text())
+    summary, wall = run_sweep(out, args)
     steps = summary["steps"]
     knee = summary.get("knee") or {}
     return {

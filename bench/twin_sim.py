@@ -17,7 +17,6 @@ import argparse
 import contextlib
 import io
 import json
-import random
 import statistics
 import subprocess
 import sys
@@ -32,7 +31,7 @@ import yaml  # noqa: E402
 from _harness import machine, write_results_section  # noqa: E402
 
 from tokenload import calibrate, plan  # noqa: E402
-from tokenload.sim.calibrate import PARAMETERS, decode_fixed_s, values_of, with_values  # noqa: E402
+from tokenload.sim.calibrate import decode_fixed_s, perturbed_values, with_values  # noqa: E402
 from tokenload.sim.profile import load_profile  # noqa: E402
 
 FIT_RUNS = [("1", n, 128) for n in (128, 512, 2048, 8192)] + [("4,16,64", 512, 128)]
@@ -40,13 +39,7 @@ OTHER = ("2,8,32", 1024, 256)
 
 
 def hidden_values(base: str, seed: int) -> dict[str, float]:
-    rng = random.Random(seed)
-    values = values_of(load_profile(base))
-    out = {}
-    for p in PARAMETERS:
-        v = values[p.name] * (1 + rng.choice((-1, 1)) * rng.uniform(0.15, 0.35))
-        out[p.name] = min(max(v, p.low + 0.05 * (p.high - p.low)), p.high - 0.05 * (p.high - p.low))
-    return out
+    return perturbed_values(load_profile(base), seed)
 
 
 def _quiet(fn, argv: list[str]) -> str:

@@ -21,10 +21,9 @@ from tokenload import calibrate, plan
 from tokenload.calibrate import observations_from_run
 from tokenload.sim.calibrate import (
     FIGURE_NOISE,
-    PARAMETERS,
     decode_fixed_s,
     fit_profile,
-    values_of,
+    perturbed_values,
     with_values,
 )
 from tokenload.sim.engine import EngineConfig
@@ -35,13 +34,7 @@ BASE = "h100-llama3.1-8b"
 
 def _hidden(seed: int) -> dict[str, float]:
     """The base profile's constants, each moved by 15-35 % (either way), kept inside its bounds."""
-    rng = random.Random(seed)
-    base = values_of(load_profile(BASE))
-    out = {}
-    for p in PARAMETERS:
-        v = base[p.name] * (1 + rng.choice((-1, 1)) * rng.uniform(0.15, 0.35))
-        out[p.name] = min(max(v, p.low + 0.05 * (p.high - p.low)), p.high - 0.05 * (p.high - p.low))
-    return out
+    return perturbed_values(load_profile(BASE), seed)
 
 
 def _plan(tmp: Path, profile: Path, out: str, *args: str) -> dict:

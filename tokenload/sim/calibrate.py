@@ -47,6 +47,7 @@ __all__ = [
     "fit_profile",
     "levenberg_marquardt",
     "nelder_mead",
+    "perturbed_values",
     "predict",
     "uncertainty",
     "with_values",
@@ -134,6 +135,20 @@ class Fit:
         with others': e.g. the per-step overhead and the weight-streaming bandwidth, which decode
         steps see only as a sum)."""
         return [k for k, u in self.uncertainty.items() if k in _NAMES and u is not None and u > UNDETERMINED]
+
+
+def perturbed_values(profile: Profile, seed: int, low: float = 0.15, high: float = 0.35) -> dict[str, float]:
+    """For validating a calibration: ``profile``'s fitted values, each moved by a random
+    ``low``-``high`` share either way (kept 5 % of their span inside the bounds): a hidden server
+    the calibrator is not told about."""
+    rng = random.Random(seed)
+    base = values_of(profile)
+    out = {}
+    for p in PARAMETERS:
+        v = base[p.name] * (1 + rng.choice((-1, 1)) * rng.uniform(low, high))
+        margin = 0.05 * (p.high - p.low)
+        out[p.name] = min(max(v, p.low + margin), p.high - margin)
+    return out
 
 
 def values_of(profile: Profile) -> dict[str, float]:
