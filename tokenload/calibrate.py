@@ -83,10 +83,7 @@ def observations_from_run(run_dir: Path) -> tuple[list[Any], list[str]]:
         with open(run_dir / "requests.jsonl", encoding="utf-8") as fh:
             for line in fh:
                 r = json.loads(line)
-                # A run's records say their status and phase; a plan's (simulated) only whether
-                # they failed: its steps have no warm-up requests of another length.
-                ok = r.get("status", "ok") == "ok" and r.get("failure_class") is None
-                if not ok or r.get("phase", "measure") != "measure" or r.get("step") is None:
+                if r.get("status") != "ok" or r.get("phase") != "measure" or r.get("step") is None:
                     continue
                 if r.get("input_tokens") and r.get("output_tokens"):
                     ins, outs = lengths.setdefault(int(r["step"]), ([], []))

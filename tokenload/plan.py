@@ -40,6 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=float, default=0.2, help="fraction (< 1) or seconds left out per step")
     p.add_argument("--max-in-flight", type=int, default=512, help="open loop: most requests in flight")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--slo", default=None, help="latency SLO for the capacity, e.g. ttft_p95_ms=1000")
+    target = p.add_mutually_exclusive_group()
+    target.add_argument("--target-rps", type=float, default=None, help="size replicas for this req/s")
+    target.add_argument("--target-users", type=float, default=None, help="size replicas for these users")
+    p.add_argument("--headroom", type=float, default=None, help="spare share per replica (default 0.2)")
     p.add_argument("--json", action="store_true", help="print the prediction as one JSON object")
     p.add_argument("--out", type=Path, default=None, help="write a run directory (summary.json, records)")
     return p
@@ -74,6 +79,20 @@ def main(argv: list[str] | None = None) -> int:
         )
     except (StepSpecError, WorkloadError, ValueError) as exc:
         _fail(str(exc))
+    from tokenload.report.capacity import DEFAULT_HEADROOM, SLOError, Target, parse_slo
+
+    headroom = DEFAULT_HEADROOM if args.headroom is None else args.headroom
+    try:
+        slo = parse_slo(args.slo) if args.slo is not None else None
+        target = None
+        if args.target_rps is not None:
+            target = Target("rps", args.target_rps)
+        elif args.target_users is not None:
+            target = Target("users", args.target_users)
+        if not headroom >= 0:
+            raise ValueError(f"--headroom: expected a share >= 0 (0.2 = 20 %), got {headroom:g}")
+    except (SLOError, ValueError) as exc:
+        _fail(str(exc))
     if args.prefix_tokens < 0 or args.prefix_groups < 1:
         _fail("--prefix-tokens: expected >= 0 tokens, --prefix-groups >= 1")
     try:
@@ -89,6 +108,14 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         _fail(str(exc))
     steps, knee = judge_steps(sweep.steps)
+    capacity_model = None
+    if args.slo is not None or target is not None:
+        # The capacity, goodput and replicas exactly as `tokenload report` computes them.
+        from tokenload.report.model import build_model
+
+        capacity_model = build_model(
+            {"steps": steps, "knee": knee}, sweep.records, [], slo=slo, target=target, headroom=headroom
+        )
     label = f"prediction: tokenload sim {args.sim_args or '--profile a40-qwen2.5-7b'} in simulated time"
     out: dict[str, Any] = {
         "prediction": {
@@ -107,6 +134,9 @@ def main(argv: list[str] | None = None) -> int:
         "steps": steps,
         "knee": knee,
     }
+    if capacity_model is not None:
+        out["slo_capacity"] = _capacity_json(capacity_model)
+        out["replicas"] = _replicas_json(capacity_model)
     if args.out is not None:
         _write_run(args.out, out, sweep)
     if args.json:
@@ -132,10 +162,44 @@ def main(argv: list[str] | None = None) -> int:
         print(f"knee: step {knee['step']} ({knee['bottleneck']}); last unsaturated: {last}")
     else:
         print("knee: not reached: no saturated step the next load confirms")
+    if capacity_model is not None:
+        from tokenload.report.markdown import capacity_lines
+
+        for line in capacity_lines(capacity_model):
+            print(f"predicted: {line}")
     print(f"({len(steps)} steps predicted in {out['prediction']['wall_s']:.2f} s)")
     if args.out is not None:
         print(f"run directory: {args.out} (tokenload report {args.out})")
     return 0
+
+
+def _capacity_json(model: Any) -> dict[str, Any] | None:
+    cap = model.capacity
+    if cap is None:
+        return None
+    return {
+        "step": cap.step_index,
+        "load": cap.load,
+        "load_unit": cap.load_unit,
+        "basis": cap.basis,
+        "requests_per_s": cap.requests_per_s,
+        "output_tokens_per_s": cap.output_tokens_per_s,
+        "goodput_requests_per_s": cap.goodput_requests_per_s,
+        "goodput_output_tokens_per_s": cap.goodput_output_tokens_per_s,
+    }
+
+
+def _replicas_json(model: Any) -> dict[str, Any] | None:
+    if model.plan is None:
+        return None if model.plan_error is None else {"error": model.plan_error}
+    plan = model.plan
+    return {
+        "replicas": plan.replicas,
+        "target": {"kind": plan.target.kind, "value": plan.target.value},
+        "per_replica": plan.per_replica,
+        "headroom": plan.headroom,
+        "formula": plan.formula,
+    }
 
 
 def _write_run(run_dir: Path, out: dict[str, Any], sweep: Any) -> None:

@@ -44,6 +44,9 @@ def test_plan_bad_input_is_one_line() -> None:
         ["--concurrency", "2", "--sim-args", "--profile nope"],
         ["--concurrency", "2", "--sim-args", "--max-num-seqs 0"],
         ["--concurrency", "2", "--prompt-tokens", "u:"],
+        ["--concurrency", "2", "--slo", "ttft_p42_ms=5"],
+        ["--concurrency", "2", "--target-rps", "-3"],
+        ["--concurrency", "2", "--target-users", "4", "--headroom", "-1"],
     ]
     for args in cases:
         out = _plan(*args)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -129,3 +130,23 @@ def test_staircase_against_the_emulator(tmp_path: Path, workers: int) -> None:
     assert measured == sum(1 for r in records if r["phase"] == "measure")
     assert (run_dir / "steps.csv").read_text().startswith("index,concurrency")
     assert "TTFT p50" in out.stdout and str(run_dir) in out.stdout
+    if workers == 0:
+        # The twin's replica plan: `tokenload plan` of the same workload and profile sizes the
+        # same target within one replica of what `tokenload report` says of the real run.
+        sizing = ["--target-rps", "200", "--slo", "ttft_p95_ms=1000"]
+        report = subprocess.run(
+            [sys.executable, "-m", "tokenload", "report", str(run_dir), *sizing],
+            capture_output=True, text=True, timeout=120, cwd=ROOT,
+        )  # fmt: skip
+        assert report.returncode == 0, report.stderr
+        measured = int(re.search(r"Replicas for the target: .* = (\d+)\.", report.stdout).group(1))
+        predicted = subprocess.run(
+            [sys.executable, "-m", "tokenload", "plan", "--concurrency", "1,8", "--step-duration", "4",
+             "--warmup", "1", "--prompt-tokens", "20", "--output-tokens", "24",
+             "--sim-args", "--profile h100-llama3.1-8b", "--json", *sizing],
+            capture_output=True, text=True, timeout=120, cwd=ROOT,
+        )  # fmt: skip
+        assert predicted.returncode == 0, predicted.stderr
+        plan = json.loads(predicted.stdout)
+        assert abs(plan["replicas"]["replicas"] - measured) <= 1, (plan["replicas"], report.stdout)
+        assert plan["slo_capacity"]["load"] == 8

@@ -265,6 +265,8 @@ def _record(
 ) -> dict[str, Any]:
     t_sent = req.arrival_s
     step = max((w.index for w in windows if w.start <= intended), default=0)
+    window = windows[step]
+    measured = window.measure_start is not None and window.measure_start <= intended
     if not req.finished:
         timing = compute_timing(
             t_sent, req.token_times_s, [1] * len(req.token_times_s), None, req.num_output_tokens
@@ -284,6 +286,9 @@ def _record(
         "request_id": req.request_id,
         "name": "completion",
         "step": step,
+        # As a run's records say them: the phase the request started in, and its status.
+        "phase": "measure" if measured else "warmup",
+        "status": "ok" if failure is None else failure,
         "wall_start": intended,
         "failure_class": failure,
         "ttft_ms": timing.ttft_ms,
