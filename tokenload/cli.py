@@ -26,7 +26,8 @@ _COMMANDS = {
 
 def _usage() -> str:
     lines = ["usage: tokenload COMMAND [ARGS]", "", "commands:"]
-    lines += [f"  {name:<8} {desc}" for name, (_, desc) in _COMMANDS.items()]
+    width = max(map(len, _COMMANDS))
+    lines += [f"  {name:<{width}} {desc}" for name, (_, desc) in _COMMANDS.items()]
     lines.append(
         "\n'tokenload COMMAND --help' for a command's options; 'locust -f locustfiles/...' for Locust itself."
     )
