@@ -254,8 +254,14 @@ def test_compare_flags_a_planted_slowdown(base_a: Path, slow_run: Path, tmp_path
         float(m) for m in re.findall(r"^\| tpot_ms p50 \| [\d.]+ \| [\d.]+ \| \+([\d.]+) % \|", text, re.M)
     ]
     assert changes and all(20 < c < 45 for c in changes), changes
-    # A generous tolerance turns the same changes into no regression.
-    assert tokenload("compare", str(base_a), str(slow_run), "--tolerance", "0.6").returncode == 0
+    # A generous tolerance keeps only changes beyond it: TPOT's +30 % is no longer flagged; what
+    # is left (queueing can amplify the slowdown in TTFT under load) is each beyond 60 %.
+    generous = tokenload("compare", str(base_a), str(slow_run), "--tolerance", "0.6")
+    assert generous.returncode in (0, 1), generous.stdout + generous.stderr
+    left = re.findall(r"^- .+: (\S+ \S+|\S+) ([+-][\d.]+) %$", generous.stdout, re.M)
+    assert all(abs(float(change)) > 60 for _, change in left), generous.stdout
+    assert "tpot_ms p50" not in {name for name, _ in left}, generous.stdout
+    assert (generous.returncode == 1) == bool(left), generous.stdout
 
 
 @pytest.mark.parametrize(
