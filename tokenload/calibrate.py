@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     from tokenload.sim.calibrate import (
         FIGURE_NOISE,
         PARAMETERS,
-        _errors,
+        fit_errors,
         fit_profile,
         values_of,
         with_values,
@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     fitted = with_values(fit.profile, fit.values, description)
     steps = []
     for o, p in zip(observations, fit.predictions, strict=True):
-        errs = _errors(o, p)
+        errs = fit_errors(o, p)
         steps.append(
             {
                 "step": o.label,

@@ -174,32 +174,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _capacity_json(model: Any) -> dict[str, Any] | None:
-    cap = model.capacity
-    if cap is None:
-        return None
-    return {
-        "step": cap.step_index,
-        "load": cap.load,
-        "load_unit": cap.load_unit,
-        "basis": cap.basis,
-        "requests_per_s": cap.requests_per_s,
-        "output_tokens_per_s": cap.output_tokens_per_s,
-        "goodput_requests_per_s": cap.goodput_requests_per_s,
-        "goodput_output_tokens_per_s": cap.goodput_output_tokens_per_s,
-    }
+    return None if model.capacity is None else model.capacity.to_dict()
 
 
 def _replicas_json(model: Any) -> dict[str, Any] | None:
     if model.plan is None:
         return None if model.plan_error is None else {"error": model.plan_error}
-    plan = model.plan
-    return {
-        "replicas": plan.replicas,
-        "target": {"kind": plan.target.kind, "value": plan.target.value},
-        "per_replica": plan.per_replica,
-        "headroom": plan.headroom,
-        "formula": plan.formula,
-    }
+    return model.plan.to_dict()
 
 
 def _write_run(run_dir: Path, out: dict[str, Any], sweep: Any) -> None:

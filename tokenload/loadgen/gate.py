@@ -10,6 +10,10 @@ requests of one length they would then end in waves, and a measured part a few r
 would count a whole number of waves (throughput off by up to one wave). So the gate opens with
 a *spread*: each waiting user starts after a random delay up to it (half the step's warm-up), as
 a ramp would. Open-loop steps open with none: their arrivals set the start.
+
+The spread is drawn from an unseeded generator on purpose: which user draws which delay depends
+on the order gevent wakes them, so a seed would not make it repeat; the arrivals of open-loop
+steps (``--arrival-seed``) are the part of the load that is reproducible.
 """
 
 from __future__ import annotations

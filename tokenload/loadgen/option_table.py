@@ -12,6 +12,7 @@ Pure: argparse and the checks in :mod:`tokenload.loadgen.option_types` only.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -401,16 +402,21 @@ def forwarded_argv(values: Mapping[str, Any] | argparse.Namespace) -> list[str]:
     return out
 
 
+@functools.cache
+def _run_defaults() -> dict[str, Any]:
+    return {o.dest: o.default for o in _selected("run")}
+
+
 def run_defaults() -> dict[str, Any]:
     """Each run option's default by its ``dest`` (library use, with no parsed options)."""
-    return {o.dest: o.default for o in _selected("run")}
+    return dict(_run_defaults())
 
 
 def option_value(opts: Any, dest: str) -> Any:
     """A run option's value from parsed options, or its default when the options lack it (a
     library user's Environment, no parsing)."""
     value = getattr(opts, dest, None)
-    return run_defaults()[dest] if value is None else value
+    return _run_defaults()[dest] if value is None else value
 
 
 def env_var_names() -> dict[str, str]:

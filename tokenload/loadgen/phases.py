@@ -106,26 +106,27 @@ class StepTracker:
         from tokenload.metrics.precision import targets_met
 
         w = self.windows[-1]
-        if w.index == index:
-            w.target_moe = dict(targets)
+        if w.index == index and not w.target_moe:
+            w.target_moe = dict(targets)  # the run's targets: kept once per step, not each tick
         stats = self.stats.get(index)
         return stats is not None and targets_met(stats.total.hist, targets)[0]
 
+    def _window(self, index: int) -> StepWindow | None:
+        """The window of step ``index`` (the latest, should an index repeat)."""
+        return next((w for w in reversed(self.windows) if w.index == index), None)
+
     def note_precise(self, index: int) -> None:
-        for w in self.windows:
-            if w.index == index:
-                w.ended_on_precision = True
+        if (w := self._window(index)) is not None:
+            w.ended_on_precision = True
 
     def note_drained(self, index: int, seconds: float, left: int) -> None:
-        for w in self.windows:
-            if w.index == index:
-                w.drain_s, w.in_flight_after_drain = seconds, left
+        if (w := self._window(index)) is not None:
+            w.drain_s, w.in_flight_after_drain = seconds, left
 
     def note_unfinished(self, index: int, n: int) -> None:
         """The step was judged with ``n`` of its measured requests still streaming."""
-        for w in self.windows:
-            if w.index == index:
-                w.unfinished_at_decision = n
+        if (w := self._window(index)) is not None:
+            w.unfinished_at_decision = n
 
     # -- statistics -----------------------------------------------------------------------------
     def record(self, rec: dict[str, Any], itl_ms: list[tuple[float, int]] | LogHistogram) -> None:

@@ -220,6 +220,19 @@ class Capacity:
         s = self.share.token_share if self.share else None
         return None if s is None else self.output_tokens_per_s * s
 
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (``tokenload plan --json``'s ``slo_capacity``)."""
+        return {
+            "step": self.step_index,
+            "load": self.load,
+            "load_unit": self.load_unit,
+            "basis": self.basis,
+            "requests_per_s": self.requests_per_s,
+            "output_tokens_per_s": self.output_tokens_per_s,
+            "goodput_requests_per_s": self.goodput_requests_per_s,
+            "goodput_output_tokens_per_s": self.goodput_output_tokens_per_s,
+        }
+
 
 def _unit(step: dict[str, Any]) -> str:
     return "users" if step.get("concurrency") is not None else "req/s (target rate)"
@@ -296,6 +309,16 @@ class ReplicaPlan:
             f"ceil({self.target.value:g} {unit} / {self.per_replica:.3g} {unit} per replica "
             f"x (1 + {self.headroom:g} headroom)) = {self.replicas}"
         )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (``tokenload plan --json``'s ``replicas``)."""
+        return {
+            "replicas": self.replicas,
+            "target": {"kind": self.target.kind, "value": self.target.value},
+            "per_replica": self.per_replica,
+            "headroom": self.headroom,
+            "formula": self.formula,
+        }
 
 
 def replicas_needed(capacity: Capacity, target: Target, headroom: float = DEFAULT_HEADROOM) -> ReplicaPlan:

@@ -44,6 +44,7 @@ __all__ = [
     "Observation",
     "Parameter",
     "decode_fixed_s",
+    "fit_errors",
     "fit_profile",
     "levenberg_marquardt",
     "nelder_mead",
@@ -221,7 +222,7 @@ def predict(profile: Profile, config: EngineConfig, obs: Observation) -> Predict
     )
 
 
-def _errors(obs: Observation, pred: Prediction) -> list[float]:
+def fit_errors(obs: Observation, pred: Prediction) -> list[float]:
     """Relative errors of the figures a step pins down. A single user: TTFT and TPOT (exact in
     the emulator: nothing else runs). Users sharing the server: TPOT only. Their TTFT p50 with
     requests of one length depends on how the users' requests happen to line up (a replay that
@@ -409,7 +410,7 @@ def fit_profile(
     def residuals_on(subset: Sequence[Observation]) -> Callable[[list[float]], list[float]]:
         def residuals(u: list[float]) -> list[float]:
             prof = profile_at(u)
-            return [e for o in subset for e in _errors(o, predict(prof, config, o))] + prior(u)
+            return [e for o in subset for e in fit_errors(o, predict(prof, config, o))] + prior(u)
 
         return residuals
 
@@ -433,12 +434,12 @@ def fit_profile(
         evaluations += n
     prof = profile_at(u)
     predictions = [predict(prof, config, o) for o in observations]
-    loss = sum(e * e for o, p in zip(observations, predictions, strict=True) for e in _errors(o, p))
+    loss = sum(e * e for o, p in zip(observations, predictions, strict=True) for e in fit_errors(o, p))
     used = observations if (fit_batched or not single) else single
 
     def residuals_at(values: dict[str, float]) -> list[float]:
         p = with_values(base, values)
-        return [e for o in used for e in _errors(o, predict(p, config, o))]
+        return [e for o in used for e in fit_errors(o, predict(p, config, o))]
 
     derived = {"decode_fixed_s": lambda v: decode_fixed_s(base, v)}
     names = [p.name for p in free]
