@@ -12,11 +12,11 @@ from tokenload.sim.tokenizer import (
     EOS_TOKEN_ID,
     VOCAB_SIZE,
     IncrementalDetokenizer,
-    OutputTokenSource,
     apply_chat_template,
     decode,
     encode,
 )
+from tokenload.sim.vocab import ByteVocabulary
 
 
 @given(st.text())
@@ -67,18 +67,22 @@ def test_chat_template_ends_with_the_assistant_marker() -> None:
 
 
 def test_generated_text_is_deterministic_mostly_ascii_with_multibyte_characters() -> None:
-    a, b = OutputTokenSource(seed=3), OutputTokenSource(seed=3)
+    vocab = ByteVocabulary()
+    a, b = vocab.output_corpus(3), ByteVocabulary().output_corpus(3)
     assert a.token_ids == b.token_ids
-    assert OutputTokenSource(seed=4).token_ids != a.token_ids
+    assert vocab.output_corpus(4).token_ids != a.token_ids
     text = decode(a.token_ids)
     assert "\ufffd" not in text
     letters_and_spaces = sum(c == " " or "a" <= c <= "z" for c in text)
     assert letters_and_spaces / len(text) > 0.98
     assert any(len(c.encode()) == 2 for c in text)
     assert any(len(c.encode()) == 3 for c in text)
-    # A stream of generated tokens contains "" chunks, from any starting offset.
+    # A stream of generated tokens contains "" chunks, from any starting offset, and its pieces
+    # are what a fresh incremental detokenizer makes of its tokens.
     offset = a.start_offset(random.Random(1))
     detok = IncrementalDetokenizer()
-    chunks = [detok.step(a.token_at(offset, k)) for k in range(5000)]
+    n = len(a.token_ids)
+    chunks = [a.pieces[(offset + k) % n] for k in range(5000)]
+    assert chunks == [detok.step(a.token_at(offset, k)) for k in range(5000)]
     assert "" in chunks
     assert "\ufffd" not in "".join(chunks)

@@ -18,7 +18,6 @@ import gevent
 from gevent.event import Event
 
 from tokenload.serving.http import ClientGone, Connection, HTTPServer, Request
-from tokenload.sim import tokenizer
 from tokenload.sim.engine import SimEngine
 from tokenload.sim.faults import FaultPlan
 from tokenload.sim.loop import EngineLoop, Write
@@ -61,9 +60,8 @@ class SimAPI:
         self._created = int(time.time())
         self._ids = itertools.count()
         self.requests_seen = 0
-        #: Token-id prompts may use the emulated model's whole vocabulary (at least the byte
-        #: tokenizer's ids, for a profile of a tiny model).
-        self.vocab_size = max(tokenizer.VOCAB_SIZE, engine.profile.model.vocab_size)
+        #: How text is counted and what token ids mean (the engine's: it generates from it).
+        self.vocabulary = engine.vocabulary
 
     def register(self, http: HTTPServer) -> None:
         for method, path, fn in (
@@ -101,9 +99,9 @@ class SimAPI:
             "parent": None,
             "max_model_len": self.engine.max_model_len,
             # Which tokenizer counts text (tokenload's extension): the emulator's byte tokenizer
-            # (one token per UTF-8 byte, about 4x a real one on English); token-id prompts may
-            # use the model's whole vocabulary.
-            "tokenizer": {"text": "bytes", "vocab_size": self.vocab_size},
+            # (one token per UTF-8 byte, about 4x a real one on English; token-id prompts may
+            # use the model's whole vocabulary) or the tokenizer.json of --tokenizer.
+            "tokenizer": self.vocabulary.card(),
         }
         conn.respond_json(200, {"object": "list", "data": [card]})
 
@@ -157,7 +155,7 @@ class SimAPI:
         if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
             raise APIError(400, "tokens: expected a list of token ids", param="tokens")
         try:
-            text = tokenizer.decode(ids, vocab_size=self.vocab_size)
+            text = self.vocabulary.decode(ids)
         except ValueError as exc:
             raise APIError(400, str(exc), param="tokens") from None
         conn.respond_json(200, {"prompt": text})
@@ -175,19 +173,18 @@ class SimAPI:
             if not isinstance(messages, list) or not messages:
                 raise APIError(400, "messages: expected a non-empty list of messages", param="messages")
             try:
-                text = tokenizer.apply_chat_template(messages)
+                return self.vocabulary.chat_ids(messages)
             except (TypeError, KeyError, AttributeError, ValueError):
                 raise APIError(
                     400, "messages: each message needs a role and a string content", param="messages"
                 ) from None
-            return tokenizer.encode(text, add_bos=True)
         prompt = body.get("prompt")
         if isinstance(prompt, str):
-            return tokenizer.encode(prompt, add_bos=bool(body.get("add_special_tokens", True)))
+            return self.vocabulary.encode(prompt, bool(body.get("add_special_tokens", True)))
         if isinstance(prompt, list) and prompt and all(isinstance(i, int) for i in prompt):
-            # Token ids of the emulated model's own vocabulary (vllm bench serve's random dataset
-            # sends them): each is one token; the text tokenizer's ids are a part of that range.
-            vocab = self.vocab_size
+            # Token ids of the vocabulary (vllm bench serve's random dataset can send them):
+            # each is one token.
+            vocab = self.vocabulary.vocab_size
             if any(not 0 <= i < vocab for i in prompt):
                 raise APIError(400, f"prompt: token ids must be in [0, {vocab})", param="prompt")
             return list(prompt)

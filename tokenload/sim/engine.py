@@ -22,7 +22,7 @@ from tokenload.sim.metrics import SimMetrics
 from tokenload.sim.profile import DEFAULT_PROFILE, Profile, load_profile
 from tokenload.sim.scheduler import FINISHED, RUNNING, Scheduler, SimRequest
 from tokenload.sim.stats import WAITING_CAUSES, FinishedRequest, RequestTimes, StepStats
-from tokenload.sim.tokenizer import ASCII_TEXT, EOS_TOKEN_ID, output_token_source
+from tokenload.sim.vocab import ByteVocabulary, Vocabulary
 
 __all__ = ["EngineConfig", "EngineCounters", "OutputLenConfig", "RequestOutput", "SimEngine", "StepPlan"]
 
@@ -162,8 +162,12 @@ class SimEngine:
         *,
         served_model_name: str | None = None,
         metrics: SimMetrics | None = None,
+        vocabulary: Vocabulary | None = None,
     ) -> None:
         self.profile = profile if isinstance(profile, Profile) else load_profile(profile)
+        #: How prompts are counted and what is generated: the byte tokenizer unless given a
+        #: tokenizer file (token-id prompts may then use the emulated model's whole vocabulary).
+        self.vocabulary = vocabulary or ByteVocabulary(self.profile.model.vocab_size)
         self.config = config or EngineConfig()
         cfg = self.config
         self.model_name = served_model_name or self.profile.model.name
@@ -206,7 +210,7 @@ class SimEngine:
         self.counters = EngineCounters()
         self.metrics = metrics
         self._rng = random.Random(cfg.seed)
-        self._text = output_token_source(cfg.seed)
+        self._text = self.vocabulary.output_corpus(cfg.seed)
         self._requests: dict[str, SimRequest] = {}
         self._inflight: StepPlan | None = None
         self._step_index = 0
@@ -403,8 +407,9 @@ class SimEngine:
         block_size = kv.block_size
         prefix_caching = kv.enable_prefix_caching
         corpus = self._text.token_ids
+        pieces = self._text.pieces
         corpus_len = len(corpus)
-        ascii_text = ASCII_TEXT
+        eos = self.vocabulary.eos_id
         outputs: list[RequestOutput] = []
         ttfts: list[float] = []
         itls: list[float] = []
@@ -434,15 +439,12 @@ class SimEngine:
             times = req.times
             if k < req.finish_at and k > 1:
                 # Mid-stream decode: by far the most frequent case.
-                token = corpus[(req.text_offset + k - 1) % corpus_len]
+                pos = (req.text_offset + k - 1) % corpus_len
+                token = corpus[pos]
                 req.all_token_ids.append(token)
                 itls.append(now_s - times.last_token_s)  # type: ignore[operator]
                 times.last_token_s = now_s
-                detokenizer = req.detokenizer
-                if token < 128 and not detokenizer.pending:
-                    new_text = ascii_text[token]
-                else:
-                    new_text = detokenizer.step(token)
+                new_text = pieces[pos]
                 outputs.append(
                     RequestOutput(
                         req.request_id,
@@ -458,9 +460,10 @@ class SimEngine:
                 continue
             stop_at = req.stop_at
             if stop_at is not None and k >= stop_at:
-                token = EOS_TOKEN_ID
+                token, new_text = eos, ""
             else:
-                token = corpus[(req.text_offset + k - 1) % corpus_len]
+                pos = (req.text_offset + k - 1) % corpus_len
+                token, new_text = corpus[pos], pieces[pos]
             req.all_token_ids.append(token)
             if k == 1:
                 times.first_token_s = now_s
@@ -470,7 +473,6 @@ class SimEngine:
             else:
                 itls.append(now_s - times.last_token_s)  # type: ignore[operator]
             times.last_token_s = now_s
-            new_text = req.detokenizer.step(token)
             if k < req.finish_at:
                 outputs.append(
                     RequestOutput(
@@ -485,7 +487,7 @@ class SimEngine:
                     )
                 )
                 continue
-            reason = "stop" if token == EOS_TOKEN_ID else "length"
+            reason = "stop" if stop_at is not None and k >= stop_at else "length"
             req.status = FINISHED
             req.finish_reason = reason
             times.finished_s = now_s

@@ -27,6 +27,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="bind address (default loopback only)")
     p.add_argument("--port", type=int, default=8000, help="port; 0 picks a free one")
     p.add_argument("--served-model-name", default=None)
+    p.add_argument(
+        "--tokenizer",
+        default=None,
+        metavar="FILE",
+        help="a Hugging Face tokenizer.json (or its folder) to count and stream text with, as the real "
+        "model does (needs the tokenizers package); default the byte tokenizer, one token per UTF-8 byte",
+    )
     g = p.add_argument_group("engine (vLLM's flags)")
     g.add_argument(
         "--preset",
@@ -189,7 +196,12 @@ def main(argv: list[str] | None = None) -> int:
             names=args.metrics_names,
             max_num_seqs=config.max_num_seqs,
         )
-        engine = SimEngine(profile, config, served_model_name=name, metrics=metrics)
+        vocabulary = None
+        if args.tokenizer:
+            from tokenload.sim.vocab import load_tokenizer_file
+
+            vocabulary = load_tokenizer_file(args.tokenizer)
+        engine = SimEngine(profile, config, served_model_name=name, metrics=metrics, vocabulary=vocabulary)
     except ProfileError as exc:
         parser.exit(2, f"tokenload sim: {exc}\n")
     except ValidationError as exc:

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 
 from tokenload.sim.kvcache import KVCache, SeqBlocks
 from tokenload.sim.stats import RequestTimes
-from tokenload.sim.tokenizer import IncrementalDetokenizer
 
 __all__ = ["FINISHED", "RUNNING", "WAITING", "ScheduleResult", "Scheduler", "SimRequest"]
 
@@ -39,7 +38,6 @@ class SimRequest:
     __slots__ = (
         "admitted",
         "all_token_ids",
-        "detokenizer",
         "finish_at",
         "finish_reason",
         "kv",
@@ -85,7 +83,6 @@ class SimRequest:
         self.admitted = False  # scheduled at least once (prefix-cache stats count only the first time)
         self.finish_reason: str | None = None
         self.kv = SeqBlocks()
-        self.detokenizer = IncrementalDetokenizer()
         self.times = RequestTimes(arrival_s=arrival_time_s)
 
 

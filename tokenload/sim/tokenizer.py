@@ -1,5 +1,5 @@
 """A deterministic byte-level tokenizer for the emulator, its streaming detokenizer, a chat
-template, and the seeded source of generated output tokens.
+template, and the seeded text generated outputs read from (``vocab`` turns it into tokens).
 
 Token ids 0..255 are the UTF-8 bytes themselves, so one character can span several tokens:
 exactly the case where a real server's stream carries chunks with empty text.
@@ -7,7 +7,6 @@ exactly the case where a real server's stream carries chunks with empty text.
 
 from __future__ import annotations
 
-import functools
 import random
 from collections.abc import Iterable, Sequence
 
@@ -18,11 +17,10 @@ __all__ = [
     "PAD_TOKEN_ID",
     "VOCAB_SIZE",
     "IncrementalDetokenizer",
-    "OutputTokenSource",
     "apply_chat_template",
+    "corpus_text",
     "decode",
     "encode",
-    "output_token_source",
 ]
 
 BOS_TOKEN_ID = 256
@@ -147,39 +145,19 @@ _WORD_LETTERS = "etaoinshrdlucmfwypvbgkjqxz"
 _WIDE_CHARS = ("é", "ñ", "ü", "ß", "ø", "€", "→", "中", "✓", "…")
 
 
-class OutputTokenSource:
-    """Generated output tokens: a seeded, valid-UTF-8 corpus that each request reads from its own
-    starting offset, so producing a token costs one index operation."""
-
-    def __init__(self, seed: int = 0, corpus_chars: int = 1 << 16) -> None:
-        rng = random.Random(seed)
-        words: list[str] = []
-        length = 0
-        while length < corpus_chars:
-            word_len = rng.randint(1, 9)
-            chars = [_WORD_LETTERS[min(int(rng.expovariate(0.18)), 25)] for _ in range(word_len)]
-            if rng.random() < 0.04:
-                chars[rng.randrange(word_len)] = rng.choice(_WIDE_CHARS)
-            word = "".join(chars)
-            words.append(word)
-            length += len(word) + 1
-        # Ends with a space, so wrapping around the corpus never splits a character.
-        text = " ".join(words) + " "
-        self.token_ids: tuple[int, ...] = tuple(text.encode("utf-8"))
-        self._word_starts = [0] + [i + 1 for i, t in enumerate(self.token_ids[:-1]) if t == 0x20]
-
-    def start_offset(self, rng: random.Random) -> int:
-        """A random word start: a character boundary."""
-        return self._word_starts[rng.randrange(len(self._word_starts))]
-
-    def token_at(self, offset: int, index: int) -> int:
-        """The ``index``-th generated token of a request that starts at ``offset``."""
-        ids = self.token_ids
-        return ids[(offset + index) % len(ids)]
-
-
-@functools.lru_cache(maxsize=8)
-def output_token_source(seed: int = 0) -> OutputTokenSource:
-    """The corpus of ``seed``, built once per process (it is only read): an engine is cheap to
-    make, which fitting a profile does hundreds of times."""
-    return OutputTokenSource(seed)
+def corpus_text(seed: int = 0, corpus_chars: int = 1 << 16) -> str:
+    """The seeded text generated outputs read from (each request from its own word start):
+    mostly-ASCII words with a few 2- and 3-byte characters. It ends with a space, so wrapping
+    around it never splits a character."""
+    rng = random.Random(seed)
+    words: list[str] = []
+    length = 0
+    while length < corpus_chars:
+        word_len = rng.randint(1, 9)
+        chars = [_WORD_LETTERS[min(int(rng.expovariate(0.18)), 25)] for _ in range(word_len)]
+        if rng.random() < 0.04:
+            chars[rng.randrange(word_len)] = rng.choice(_WIDE_CHARS)
+        word = "".join(chars)
+        words.append(word)
+        length += len(word) + 1
+    return " ".join(words) + " "
