@@ -6,6 +6,13 @@ emulator profile, labelled as such.
     tokenload plan --concurrency 1,8,32,128 --prompt-tokens 700 --output-tokens 50
     tokenload plan --rate 1:16:x2 --sim-args "--profile h100-llama3.1-8b --max-num-seqs 64" --json
     tokenload plan --concurrency 4,16,64 --out reports/plan-1 && tokenload report reports/plan-1
+    tokenload plan --concurrency 8:256:x2 --slo ttft_p95_ms=2000 --target-rps 40 \
+        --set max_num_seqs=512 --set kv_cache_dtype=fp8 --set gpu=h100-llama3.1-8b
+
+--set KEY=VALUE[,KEY=VALUE] (repeatable; each is one what-if): an engine argument (max_num_seqs,
+num_gpu_blocks, gpu_memory_utilization, max_num_batched_tokens, ...), kv_cache_dtype=fp8, or
+gpu=PROFILE (that profile's GPU figures, this profile's fitted efficiencies). Each what-if runs
+the same load steps and workload and is judged the same way.
 """
 
 from __future__ import annotations
@@ -45,6 +52,14 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument("--target-rps", type=float, default=None, help="size replicas for this req/s")
     target.add_argument("--target-users", type=float, default=None, help="size replicas for these users")
     p.add_argument("--headroom", type=float, default=None, help="spare share per replica (default 0.2)")
+    p.add_argument(
+        "--set",
+        dest="what_if",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE[,KEY=VALUE]",
+        help="a what-if: the same sweep with these settings changed (repeatable)",
+    )
     p.add_argument("--json", action="store_true", help="print the prediction as one JSON object")
     p.add_argument("--out", type=Path, default=None, help="write a run directory (summary.json, records)")
     return p
@@ -99,6 +114,15 @@ def main(argv: list[str] | None = None) -> int:
         profile, config = sim_main.engine_from_text(args.sim_args)
     except ValueError as exc:
         _fail(f"--sim-args: {exc}")
+    from tokenload.sim.whatif import WhatIfError, apply_change, parse_change
+
+    try:
+        variants = []
+        for text in args.what_if:
+            change = parse_change(text)
+            variants.append((change, *apply_change(profile, config, change)))
+    except WhatIfError as exc:
+        _fail(str(exc))
     workload = VirtualWorkload(
         args.prompt_tokens, args.output_tokens, args.prefix_tokens, args.prefix_groups, args.seed
     )
@@ -108,14 +132,29 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         _fail(str(exc))
     steps, knee = judge_steps(sweep.steps)
+    # The capacity, goodput and replicas exactly as `tokenload report` computes them.
+    from tokenload.report.model import build_model
+
     capacity_model = None
     if args.slo is not None or target is not None:
-        # The capacity, goodput and replicas exactly as `tokenload report` computes them.
-        from tokenload.report.model import build_model
-
         capacity_model = build_model(
             {"steps": steps, "knee": knee}, sweep.records, [], slo=slo, target=target, headroom=headroom
         )
+    what_if: list[dict[str, Any]] = []
+    if variants:
+        what_if.append(_outcome("(as is)", {}, steps, knee, build_model(
+            {"steps": steps, "knee": knee}, sweep.records, [], slo=slo, target=target, headroom=headroom
+        )))  # fmt: skip
+    for change, v_profile, v_config in variants:
+        try:
+            v_sweep = virtual_sweep(v_profile, v_config, workload, schedule)
+        except ValueError as exc:
+            _fail(f"--set {change.text}: {exc}")
+        v_steps, v_knee = judge_steps(v_sweep.steps)
+        v_model = build_model(
+            {"steps": v_steps, "knee": v_knee}, v_sweep.records, [], slo=slo, target=target, headroom=headroom
+        )
+        what_if.append(_outcome(change.text, change.to_dict(), v_steps, v_knee, v_model))
     label = f"prediction: tokenload sim {args.sim_args or '--profile a40-qwen2.5-7b'} in simulated time"
     out: dict[str, Any] = {
         "prediction": {
@@ -137,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     if capacity_model is not None:
         out["slo_capacity"] = _capacity_json(capacity_model)
         out["replicas"] = _replicas_json(capacity_model)
+    if what_if:
+        out["what_if"] = what_if
     if args.out is not None:
         _write_run(args.out, out, sweep)
     if args.json:
@@ -167,10 +208,46 @@ def main(argv: list[str] | None = None) -> int:
 
         for line in capacity_lines(capacity_model):
             print(f"predicted: {line}")
+    if what_if:
+        _print_what_if(what_if)
     print(f"({len(steps)} steps predicted in {out['prediction']['wall_s']:.2f} s)")
     if args.out is not None:
         print(f"run directory: {args.out} (tokenload report {args.out})")
     return 0
+
+
+def _outcome(
+    label: str, settings: dict[str, str], steps: list[dict[str, Any]], knee: dict[str, Any] | None, model: Any
+) -> dict[str, Any]:
+    """One what-if's answer: its knee, capacity (under the SLO, if given), replicas, and per step
+    the throughput, latencies and verdict."""
+    return {
+        "set": label,
+        "settings": settings,
+        "knee": knee,
+        "slo_capacity": _capacity_json(model),
+        "replicas": _replicas_json(model),
+        "steps": [
+            {
+                "index": s["index"],
+                "concurrency": s["concurrency"],
+                "target_rate_rps": s["target_rate_rps"],
+                "output_tokens_per_s": s["output_tokens_per_s"],
+                "ttft_ms_p50": s["ttft_ms"]["p50"],
+                "tpot_ms_p50": s["tpot_ms"]["p50"],
+                "bottleneck": s["verdict"]["bottleneck"],
+            }
+            for s in steps
+        ],
+    }
+
+
+def _print_what_if(what_if: list[dict[str, Any]]) -> None:
+    from tokenload.report.tables import text_table, what_if_table
+
+    print("what if (the same load steps and workload, predicted):")
+    header, rows = what_if_table(what_if)
+    print(text_table(header, rows, left=1))
 
 
 def _capacity_json(model: Any) -> dict[str, Any] | None:
@@ -210,6 +287,8 @@ def _write_run(run_dir: Path, out: dict[str, Any], sweep: Any) -> None:
         "scrape_failures": None,
         "prediction": out["prediction"],
     }
+    if out.get("what_if"):
+        summary["what_if"] = out["what_if"]
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str), encoding="utf-8")
     with open(run_dir / "requests.jsonl", "w", encoding="utf-8") as fh:
         for rec in sweep.records:

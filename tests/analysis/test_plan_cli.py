@@ -52,3 +52,71 @@ def test_plan_bad_input_is_one_line() -> None:
         out = _plan(*args)
         assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, (args, out.stderr)
         assert "Traceback" not in out.stderr
+
+
+def test_what_if_is_the_same_sweep_run_with_the_changed_settings() -> None:
+    """A what-if (--set) is the emulator run with that setting: its steps equal a plan of the
+    same sweep given the setting in --sim-args, and relaxing the KV cache of a KV-bound server
+    (more of the GPU's memory, an FP8 cache) raises its throughput at the top step while a
+    tighter scheduler cap lowers it."""
+    base = ["--concurrency", "8,48", "--prompt-tokens", "1000", "--output-tokens", "300",
+            "--step-duration", "30", "--seed", "3", "--json"]  # fmt: skip
+    tight = "--gpu-memory-utilization 0.42 --max-model-len 8192"
+    out = _plan(*base, "--sim-args", tight, "--set", "max_num_seqs=4", "--set", "gpu_memory_utilization=0.6",
+                "--set", "kv_cache_dtype=fp8")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    pred = json.loads(out.stdout)
+    rows = {w["set"]: w for w in pred["what_if"]}
+    assert list(rows) == ["(as is)", "max_num_seqs=4", "gpu_memory_utilization=0.6", "kv_cache_dtype=fp8"]
+    assert rows["max_num_seqs=4"]["settings"] == {"max_num_seqs": "4"}
+    as_is = [s["output_tokens_per_s"] for s in rows["(as is)"]["steps"]]
+    assert as_is == [s["output_tokens_per_s"] for s in pred["steps"]]
+
+    direct = _plan(*base, "--sim-args", tight + " --max-num-seqs 4")
+    assert direct.returncode == 0, direct.stderr
+    direct_steps = json.loads(direct.stdout)["steps"]
+    assert [s["output_tokens_per_s"] for s in rows["max_num_seqs=4"]["steps"]] == [
+        s["output_tokens_per_s"] for s in direct_steps
+    ]
+    assert [s["ttft_ms_p50"] for s in rows["max_num_seqs=4"]["steps"]] == [
+        s["ttft_ms"]["p50"] for s in direct_steps
+    ]
+
+    top = {k: w["steps"][-1]["output_tokens_per_s"] for k, w in rows.items()}
+    assert top["gpu_memory_utilization=0.6"] > 1.2 * top["(as is)"], top
+    assert top["kv_cache_dtype=fp8"] > 1.2 * top["(as is)"], top
+    assert top["max_num_seqs=4"] < top["(as is)"], top
+
+
+def test_what_if_bad_input_is_one_line() -> None:
+    cases = {
+        "nope=1": "unknown setting",
+        "max_num_seqs": "KEY=VALUE",
+        "max_num_seqs=abc": "max_num_seqs",
+        "max_num_seqs=0": "max_num_seqs",
+        "kv_cache_dtype=int3": "kv_cache_dtype",
+        "gpu=nope": "gpu=nope",
+        "tensor_parallel_size=2": "not modelled",
+        "max_num_seqs=2,max_num_seqs=4": "twice",
+    }
+    for text, needle in cases.items():
+        out = _plan("--concurrency", "2", "--step-duration", "5", "--set", text)
+        lines = out.stderr.strip().splitlines()
+        assert out.returncode == 2 and len(lines) == 1, (text, out.stderr)
+        assert lines[0].startswith("tokenload plan: --set") and needle in lines[0], (text, lines)
+
+
+def test_a_planned_run_reports_as_a_prediction_with_its_what_ifs(tmp_path: Path) -> None:
+    out = _plan("--concurrency", "4,16", "--step-duration", "10", "--set", "max_num_seqs=2",
+                "--out", str(tmp_path / "plan"))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "what if" in out.stdout and "max_num_seqs=2" in out.stdout
+    rep = subprocess.run(
+        [sys.executable, "-m", "tokenload", "report", str(tmp_path / "plan")],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert rep.returncode == 0, rep.stderr
+    for name in ("report.md", "report.html"):
+        text = (tmp_path / "plan" / name).read_text()
+        assert "Prediction, not a measurement" in text and "a40-qwen2.5-7b" in text, name
+        assert "What if (predicted)" in text and "max_num_seqs=2" in text, name

@@ -24,8 +24,10 @@ from tokenload.report.tables import (
     failure_counts,
     flag_warnings,
     interval_table,
+    prediction_sentence,
     step_cells,
     verdict_sentence,
+    what_if_table,
 )
 
 __all__ = ["render_html"]
@@ -92,6 +94,11 @@ def render_html(model: ReportModel) -> str:
         '<meta name="viewport" content="width=device-width,initial-scale=1">',
         f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{escape(title)}</h1>",
+        *(
+            [f'<p class="prediction"><strong>{escape(line)}</strong></p>']
+            if (line := prediction_sentence(s))
+            else []
+        ),
         "<h2>Verdict per step</h2>",
         _verdicts(model),
         f'<div class="knee"><p><strong>{escape(model.knee_sentence())}</strong></p>'
@@ -103,6 +110,14 @@ def render_html(model: ReportModel) -> str:
             header, rows = slo_rows(model)
             parts.append(_table(header, rows, left=2))
         parts.append("<ul>" + "".join(f"<li>{escape(line)}</li>" for line in capacity_lines(model)) + "</ul>")
+    if s.get("what_if"):
+        header, rows = what_if_table(s["what_if"])
+        parts.append('<h2 id="what-if">What if (predicted)</h2>')
+        parts.append(_table(header, rows))
+        parts.append(
+            '<p class="muted">Each row: the same load steps and workload with the change applied '
+            "(tokenload plan --set), predicted by the same emulator profile and judged the same way.</p>"
+        )
     parts.append("<h2>Charts</h2>")
     parts.append('<div class="charts">')
     parts += [render_chart(c) for c in build_charts(s, model.points, model.slo)]

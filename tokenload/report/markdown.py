@@ -18,7 +18,9 @@ from tokenload.report.tables import (
     interval_table,
     load_label,
     markdown_table,
+    prediction_sentence,
     step_cells,
+    what_if_table,
 )
 
 __all__ = ["capacity_lines", "render_markdown", "slo_rows"]
@@ -83,6 +85,8 @@ def _config_rows(config: dict[str, Any]) -> list[list[str]]:
 def render_markdown(model: ReportModel) -> str:
     s = model.summary
     out = [f"# tokenload report: {s.get('run_id') or 'run'}", ""]
+    if (line := prediction_sentence(s)) is not None:
+        out += [f"**{line}**", ""]
     out += [f"**{model.knee_sentence()}**", ""]
     knee = model.knee
     if knee:
@@ -92,6 +96,9 @@ def render_markdown(model: ReportModel) -> str:
         out.append("")
     out.append(f"Advice ({knee['bottleneck'] if knee else 'none'}):")
     out += [f"- {a}" for a in model.knee_advice()]
+    if s.get("what_if"):
+        header, rows = what_if_table(s["what_if"])
+        out += ["", "## What if (predicted)", "", markdown_table(header, rows)]
     out += ["", "## Steps", "", markdown_table(COLUMNS, [step_cells(st) for st in model.steps]), ""]
     out.append(
         "Latencies in ms over requests that started in each step's measured part; rates over those "

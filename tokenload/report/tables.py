@@ -18,9 +18,11 @@ __all__ = [
     "interval_table",
     "load_label",
     "markdown_table",
+    "prediction_sentence",
     "step_cells",
     "text_table",
     "verdict_sentence",
+    "what_if_table",
 ]
 
 #: Each diagnosis label in plain words (tokenload.analysis.diagnosis.BOTTLENECKS).
@@ -248,4 +250,39 @@ def failure_counts(
     classes = sorted(set(run).union(*per_step))
     header = ["class", "whole run", *(f"step {s.get('index')} (measured)" for s in steps)]
     rows = [[c, str(run.get(c, 0)), *(str(p.get(c, 0)) for p in per_step)] for c in classes]
+    return header, rows
+
+
+def prediction_sentence(summary: dict[str, Any]) -> str | None:
+    """For a run directory ``tokenload plan --out`` wrote: that its figures are predicted, and by
+    what (None for a measured run)."""
+    pred = summary.get("prediction")
+    if not isinstance(pred, dict):
+        return None
+    return (
+        f"Prediction, not a measurement: {pred.get('label', 'tokenload plan')} "
+        f"(profile {pred.get('profile', '?')}). Every figure below is the emulator's."
+    )
+
+
+def what_if_table(what_if: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of ``tokenload plan --set``: per what-if, the top step's throughput, the
+    knee, the capacity (under the SLO, when one was given) and the replicas for the target."""
+    header = ["change", "top out tok/s", "knee", "capacity", "req/s there", "replicas"]
+    rows = []
+    for w in what_if:
+        top = max((s["output_tokens_per_s"] for s in w.get("steps") or []), default=None)
+        knee = w.get("knee")
+        cap = w.get("slo_capacity")
+        rep = w.get("replicas") or {}
+        rows.append(
+            [
+                str(w.get("set")),
+                fmt(top),
+                f"step {knee['step']} {knee['bottleneck']}" if knee else "not reached",
+                "-" if cap is None else f"{cap['load']:g} {str(cap['load_unit']).split()[0]}",
+                "-" if cap is None else fmt(cap["requests_per_s"], 2),
+                str(rep["replicas"]) if "replicas" in rep else "-",
+            ]
+        )
     return header, rows
