@@ -57,6 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="fit the batched steps' TPOT too, not only check them (see tokenload.sim.calibrate)",
     )
+    p.add_argument(
+        "--fit-frontend",
+        action="store_true",
+        help="also fit the serving software's costs outside the model (per sampled token, per "
+        "request before the engine; tokenload.sim.calibrate.FRONTEND_PARAMETERS); implies --fit-batched",
+    )
     p.add_argument("-o", "--output", type=Path, required=True, help="where to write the profile (YAML)")
     p.add_argument("--max-evals", type=int, default=600, help="profile evaluations at most (default 600)")
     p.add_argument("--json", action="store_true", help="print the fit as one JSON object")
@@ -118,7 +124,7 @@ def observations_from_run(run_dir: Path) -> tuple[list[Any], list[str]]:
 
 
 def _fixed(items: list[str]) -> dict[str, float]:
-    from tokenload.sim.calibrate import PARAMETERS
+    from tokenload.sim.calibrate import ALL_PARAMETERS as PARAMETERS
 
     bounds = {p.name: p for p in PARAMETERS}
     out = {}
@@ -142,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from tokenload.sim import main as sim_main
     from tokenload.sim.calibrate import (
+        ALL_PARAMETERS,
         FIGURE_NOISE,
         PARAMETERS,
         fit_errors,
@@ -179,9 +186,17 @@ def main(argv: list[str] | None = None) -> int:
             "no single-user step: only batched TPOT constrains the fit (add a context sweep at 1 user)"
         )
     t0 = time.perf_counter()
+    batched = args.fit_batched or args.fit_frontend
     fit = fit_profile(
-        profile, config, observations, fixed=fixed, max_evals=args.max_evals, fit_batched=args.fit_batched
+        profile,
+        config,
+        observations,
+        fixed=fixed,
+        max_evals=args.max_evals,
+        fit_batched=batched,
+        fit_frontend=args.fit_frontend,
     )
+    shown = ALL_PARAMETERS if args.fit_frontend else PARAMETERS
     wall = time.perf_counter() - t0
     runs = ", ".join(str(r) for r in args.runs)
     weak = f"; not determined by them: {', '.join(fit.undetermined)}" if fit.undetermined else ""
@@ -205,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
                 "fitted_on": (
                     ["ttft_ms_p50", "tpot_ms_p50"]
                     if o.concurrency <= 1
-                    else (["tpot_ms_p50"] if args.fit_batched or not single else [])
+                    else (["tpot_ms_p50"] if batched or not single else [])
                 ),
                 "worst_error": max((abs(e) for e in errs), default=None),
             }
@@ -226,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
                 "bounds": [p.low, p.high],
                 "why": p.why,
             }
-            for p in PARAMETERS
+            for p in shown
         },
         "steps": steps,
         # Weight streaming plus per-step overhead: what decode steps pin even where its two
@@ -254,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result))
         return 0
     print(f"fitted {len(observations)} steps in {wall:.1f} s ({fit.evaluations} evaluations)")
-    for p in PARAMETERS:
+    for p in shown:
         d = result["parameters"][p.name]
         value = d["fixed"] if d["fixed"] is not None else d["fitted"]
         if d["fixed"] is not None:

@@ -253,6 +253,9 @@ class SimAPI:
                 headers={"retry-after": str(self.faults.cfg.retry_after_s)},
             )
             return
+        frontend_s = self.engine.profile.frontend_request_s
+        if frontend_s > 0:
+            gevent.sleep(frontend_s)  # the API server's own time on the request (the profile's)
         rid_base = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
         sub_ids = [rid_base if len(prompts) == 1 else f"{rid_base}-{i}" for i in range(len(prompts))]
         sink_cls = _StreamSink if stream else _CollectSink

@@ -37,7 +37,9 @@ from tokenload.sim.profile import Profile
 from tokenload.sim.virtual import RequestSpec, VirtualDriver, run_closed_loop
 
 __all__ = [
+    "ALL_PARAMETERS",
     "FIGURE_NOISE",
+    "FRONTEND_PARAMETERS",
     "PARAMETERS",
     "UNDETERMINED",
     "Fit",
@@ -76,7 +78,32 @@ PARAMETERS: tuple[Parameter, ...] = (
 )
 
 
-_NAMES = frozenset(p.name for p in PARAMETERS)
+#: Fitted only with ``fit_frontend`` (``tokenload calibrate --fit-frontend``): the serving
+#: software's costs outside the model, zero in the built-in GPU profiles. The per-sampled-
+#: sequence time shows only in batched steps (at one user it adds to the fixed overhead), so
+#: fitting it takes the batched steps' TPOT too.
+FRONTEND_PARAMETERS: tuple[Parameter, ...] = (
+    Parameter(
+        "output_token_overhead_s",
+        0.0,
+        0.005,
+        "per token sampled: output processing, and streaming it where the API server shares the "
+        "engine's CPU (assumed 0-5 ms)",
+    ),
+    Parameter(
+        "frontend_request_s",
+        0.0,
+        0.05,
+        "the API server's time on a request before the engine sees it: HTTP, tokenization (assumed 0-50 ms)",
+    ),
+)
+#: Where a fit of the frontend terms starts when the base profile has none (a value of 0 sits
+#: on the bound, where the search and the log-scale prior cannot move from).
+_FRONTEND_START = {"output_token_overhead_s": 0.0005, "frontend_request_s": 0.005}
+ALL_PARAMETERS = PARAMETERS + FRONTEND_PARAMETERS
+_NAMES = frozenset(p.name for p in ALL_PARAMETERS)
+#: Values that live on the profile itself, not in its efficiency section.
+_TOP_LEVEL = ("step_overhead_s", "output_token_overhead_s", "frontend_request_s")
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,15 +188,16 @@ def values_of(profile: Profile) -> dict[str, float]:
         "kv_read": e.kv_read,
         "compute_memory_overlap": e.compute_memory_overlap,
         "step_overhead_s": profile.step_overhead_s,
+        "output_token_overhead_s": profile.output_token_overhead_s,
+        "frontend_request_s": profile.frontend_request_s,
     }
 
 
 def with_values(profile: Profile, values: dict[str, float], description: str | None = None) -> Profile:
     """``profile`` with the fitted values in place (and, if given, a new description)."""
-    eff = {k: v for k, v in values.items() if k != "step_overhead_s"}
+    eff = {k: v for k, v in values.items() if k not in _TOP_LEVEL}
     update: dict[str, object] = {"efficiency": profile.efficiency.model_copy(update=eff)}
-    if "step_overhead_s" in values:
-        update["step_overhead_s"] = values["step_overhead_s"]
+    update.update({k: values[k] for k in _TOP_LEVEL if k in values})
     if description is not None:
         update["description"] = description
     return profile.model_copy(update=update)
@@ -241,7 +269,8 @@ def _to_unit(p: Parameter, v: float) -> float:
 
 
 def _from_unit(p: Parameter, u: float) -> float:
-    return p.low + (p.high - p.low) / (1.0 + math.exp(-u))
+    # Clamped: a search step along a direction the runs do not see can be huge.
+    return p.low + (p.high - p.low) / (1.0 + math.exp(-min(max(u, -60.0), 60.0)))
 
 
 def nelder_mead(
@@ -383,13 +412,19 @@ def fit_profile(
     fixed: dict[str, float] | None = None,
     max_evals: int = 600,
     fit_batched: bool = False,
+    fit_frontend: bool = False,
 ) -> Fit:
     """Fit :data:`PARAMETERS` (less ``fixed``, held at the given values) to ``observations``,
     starting from ``base``'s values: on the single-user steps (cheap: one request each); with
     ``fit_batched`` (or when there is no single-user step), then on every step."""
     fixed = dict(fixed or {})
-    start = {**values_of(base), **fixed}
-    free = [p for p in PARAMETERS if p.name not in fixed]
+    start = values_of(base)
+    if fit_frontend:
+        fit_batched = True  # the per-token term shows only in batched steps
+        start.update({k: v for k, v in _FRONTEND_START.items() if start[k] <= 0})
+    start.update(fixed)
+    candidates = ALL_PARAMETERS if fit_frontend else PARAMETERS
+    free = [p for p in candidates if p.name not in fixed]
     evaluations = 0
 
     def profile_at(u: list[float]) -> Profile:
@@ -444,6 +479,6 @@ def fit_profile(
     derived = {"decode_fixed_s": lambda v: decode_fixed_s(base, v)}
     names = [p.name for p in free]
     spread = uncertainty(residuals_at, values_of(prof), names, derived=derived) if free else {}
-    stated: dict[str, float | None] = {p.name: spread.get(p.name) for p in PARAMETERS}
+    stated: dict[str, float | None] = {p.name: spread.get(p.name) for p in ALL_PARAMETERS}
     stated["decode_fixed_s"] = spread.get("decode_fixed_s")
     return Fit(values_of(prof), prof, loss, evaluations, predictions, stated)

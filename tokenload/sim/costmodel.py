@@ -6,8 +6,9 @@ gather, not a matmul), the LM head 2 x vocab x hidden per sampled sequence, and 
 n tokens after c cached ones attends to n*c + n(n+1)/2 pairs (causal).
 Memory: the weights are read once per step, every token's attention reads the KV cache of its
 context, and every new token's K and V are written.
-Step time = max(compute, memory) + (1 - overlap) x min(compute, memory) + fixed overhead: the
-ideal roofline when overlap = 1, the sum when overlap = 0 (see the A40 profile for why).
+Step time = max(compute, memory) + (1 - overlap) x min(compute, memory) + fixed overhead + a
+per-sampled-sequence overhead (output processing; zero in the built-in GPU profiles): the ideal
+roofline when overlap = 1, the sum when overlap = 0 (see the A40 profile for why).
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ class CostModel:
     kv_read_bytes_per_s: float
     overlap: float
     overhead_s: float
+    per_sample_s: float = 0.0
 
     @classmethod
     def from_profile(cls, profile: Profile) -> CostModel:
@@ -96,6 +98,7 @@ class CostModel:
             kv_read_bytes_per_s=g.memory_bandwidth_bytes_per_s * e.kv_read,
             overlap=e.compute_memory_overlap,
             overhead_s=profile.step_overhead_s,
+            per_sample_s=profile.output_token_overhead_s,
         )
 
     def cost(
@@ -126,7 +129,7 @@ class CostModel:
         else:
             busy_s = memory_s + (1.0 - self.overlap) * compute_s
         return StepCost(
-            duration_s=busy_s + self.overhead_s,
+            duration_s=busy_s + self.overhead_s + self.per_sample_s * (num_decode_seqs + num_prefill_samples),
             compute_s=compute_s,
             memory_s=memory_s,
             flops=matmul_flops + attention_flops,

@@ -136,6 +136,16 @@ class Profile(_Strict):
     activation_reserve_bytes: NonNegativeNumber = Field(
         description="Memory vLLM's profiling run keeps for activations, CUDA graphs and buffers, bytes."
     )
+    output_token_overhead_s: NonNegativeNumber = Field(
+        default=0.0,
+        description="Time per sequence that samples a token in a step, outside the model: sampler and "
+        "output processing, and streaming the token where the API server shares the engine's CPU, s.",
+    )
+    frontend_request_s: NonNegativeNumber = Field(
+        default=0.0,
+        description="Time the API server spends on each request before the engine sees it (HTTP, "
+        "tokenization), s: a latency added to TTFT, not a queue.",
+    )
     _name: str = PrivateAttr(default="")
 
     @property

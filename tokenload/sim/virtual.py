@@ -125,7 +125,10 @@ class VirtualDriver:
         self.record_timeline = record_timeline
         self.requests: dict[str, VirtualRequest] = {}
         self.timeline: list[StepSample] = []
-        self._arrivals: list[tuple[float, int, str, RequestSpec, int | None]] = []
+        #: (when the engine sees it, seq, id, spec, client, when it reached the server): the API
+        #: server's per-request time (the profile's frontend_request_s) lies between the two.
+        self._arrivals: list[tuple[float, int, str, RequestSpec, int | None, float]] = []
+        self._frontend_s = engine.profile.frontend_request_s
         self._seq = 0
         self._timers: list[tuple[float, int, Callable[[float], None]]] = []
         self._timer_seq = 0
@@ -146,14 +149,14 @@ class VirtualDriver:
     def submit(self, at_s: float, spec: RequestSpec, client: int | None = None) -> str:
         """Schedule a request to arrive at ``at_s``; returns its id."""
         request_id = f"req-{self._seq}"
-        heapq.heappush(self._arrivals, (at_s, self._seq, request_id, spec, client))
+        heapq.heappush(self._arrivals, (at_s + self._frontend_s, self._seq, request_id, spec, client, at_s))
         self._seq += 1
         return request_id
 
     def _admit_until(self, t_s: float) -> None:
         arrivals = self._arrivals
         while arrivals and arrivals[0][0] <= t_s:
-            at_s, _, request_id, spec, client = heapq.heappop(arrivals)
+            _, _, request_id, spec, client, at_s = heapq.heappop(arrivals)
             self.engine.add_request(
                 request_id,
                 spec.prompt_token_ids,

@@ -1,0 +1,29 @@
+"""A profile's frontend_request_s over HTTP: each request reaches the engine that much later."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import yaml
+
+from tests.sim_http.conftest import http_json
+from tokenload.sim.profile import load_profile
+
+
+def test_frontend_request_time_delays_every_request(start_sim, tmp_path: Path) -> None:
+    base = load_profile("h100-llama3.1-8b")
+    slow = tmp_path / "slow-frontend.yaml"
+    slow.write_text(
+        yaml.safe_dump(base.model_copy(update={"frontend_request_s": 0.3}).model_dump(mode="json"))
+    )
+    times = {}
+    for name, profile in (("plain", "h100-llama3.1-8b"), ("slow", str(slow))):
+        sim = start_sim("--profile", profile)
+        body = {"prompt": "hello there", "max_tokens": 1}
+        http_json(sim.url + "/v1/completions", body)  # the first request pays for imports
+        t0 = time.perf_counter()
+        status, _ = http_json(sim.url + "/v1/completions", body)
+        times[name] = time.perf_counter() - t0
+        assert status == 200
+    assert times["slow"] - times["plain"] >= 0.3, times
