@@ -196,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
         fit_batched=batched,
         fit_frontend=args.fit_frontend,
     )
-    shown = ALL_PARAMETERS if args.fit_frontend else PARAMETERS
+    core = {p.name for p in PARAMETERS}
+    shown = ALL_PARAMETERS if args.fit_frontend or set(fixed) - core else PARAMETERS
     wall = time.perf_counter() - t0
     runs = ", ".join(str(r) for r in args.runs)
     weak = f"; not determined by them: {', '.join(fit.undetermined)}" if fit.undetermined else ""

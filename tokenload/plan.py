@@ -142,9 +142,10 @@ def main(argv: list[str] | None = None) -> int:
         )
     what_if: list[dict[str, Any]] = []
     if variants:
-        what_if.append(_outcome("(as is)", {}, steps, knee, build_model(
+        as_is = capacity_model or build_model(
             {"steps": steps, "knee": knee}, sweep.records, [], slo=slo, target=target, headroom=headroom
-        )))  # fmt: skip
+        )
+        what_if.append(_outcome("(as is)", {}, steps, knee, as_is))
     for change, v_profile, v_config in variants:
         try:
             v_sweep = virtual_sweep(v_profile, v_config, workload, schedule)

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
 from tests.conftest import ROOT
 
 
@@ -54,7 +56,7 @@ def test_plan_bad_input_is_one_line() -> None:
         assert "Traceback" not in out.stderr
 
 
-def test_what_if_is_the_same_sweep_run_with_the_changed_settings() -> None:
+def test_what_if_is_the_same_sweep_run_with_the_changed_settings(tmp_path: Path) -> None:
     """A what-if (--set) is the emulator run with that setting: its steps equal a plan of the
     same sweep given the setting in --sim-args, and relaxing the KV cache of a KV-bound server
     (more of the GPU's memory, an FP8 cache) raises its throughput at the top step while a
@@ -63,11 +65,17 @@ def test_what_if_is_the_same_sweep_run_with_the_changed_settings() -> None:
             "--step-duration", "30", "--seed", "3", "--json"]  # fmt: skip
     tight = "--gpu-memory-utilization 0.42 --max-model-len 8192"
     out = _plan(*base, "--sim-args", tight, "--set", "max_num_seqs=4", "--set", "gpu_memory_utilization=0.6",
-                "--set", "kv_cache_dtype=fp8")  # fmt: skip
+                "--set", "kv_cache_dtype=fp8", "--set", "gpu=h100-llama3.1-8b")  # fmt: skip
     assert out.returncode == 0, out.stderr
     pred = json.loads(out.stdout)
     rows = {w["set"]: w for w in pred["what_if"]}
-    assert list(rows) == ["(as is)", "max_num_seqs=4", "gpu_memory_utilization=0.6", "kv_cache_dtype=fp8"]
+    assert list(rows) == [
+        "(as is)",
+        "max_num_seqs=4",
+        "gpu_memory_utilization=0.6",
+        "kv_cache_dtype=fp8",
+        "gpu=h100-llama3.1-8b",
+    ]
     assert rows["max_num_seqs=4"]["settings"] == {"max_num_seqs": "4"}
     as_is = [s["output_tokens_per_s"] for s in rows["(as is)"]["steps"]]
     assert as_is == [s["output_tokens_per_s"] for s in pred["steps"]]
@@ -82,20 +90,35 @@ def test_what_if_is_the_same_sweep_run_with_the_changed_settings() -> None:
         s["ttft_ms"]["p50"] for s in direct_steps
     ]
 
+    # kv_cache_dtype=fp8 is the profile with one byte per cached element, run directly.
+    from tokenload.sim.profile import load_profile
+
+    a40 = load_profile("a40-qwen2.5-7b")
+    fp8 = tmp_path / "fp8.yaml"
+    model = a40.model.model_copy(update={"kv_bytes_per_element": 1})
+    fp8.write_text(yaml.safe_dump(a40.model_copy(update={"model": model}).model_dump(mode="json")))
+    direct_fp8 = _plan(*base, "--sim-args", f"--profile {fp8} {tight}")
+    assert direct_fp8.returncode == 0, direct_fp8.stderr
+    assert [s["output_tokens_per_s"] for s in rows["kv_cache_dtype=fp8"]["steps"]] == [
+        s["output_tokens_per_s"] for s in json.loads(direct_fp8.stdout)["steps"]
+    ]
+
     top = {k: w["steps"][-1]["output_tokens_per_s"] for k, w in rows.items()}
     assert top["gpu_memory_utilization=0.6"] > 1.2 * top["(as is)"], top
     assert top["kv_cache_dtype=fp8"] > 1.2 * top["(as is)"], top
     assert top["max_num_seqs=4"] < top["(as is)"], top
+    # An H100's figures (5x the bandwidth, 80 GB) with the A40's fitted efficiencies: far more.
+    assert top["gpu=h100-llama3.1-8b"] > 2 * top["(as is)"], top
 
 
 def test_what_if_bad_input_is_one_line() -> None:
     cases = {
         "nope=1": "unknown setting",
         "max_num_seqs": "KEY=VALUE",
-        "max_num_seqs=abc": "max_num_seqs",
-        "max_num_seqs=0": "max_num_seqs",
+        "max_num_seqs=abc": "max_num_seqs=abc: Input should be a valid integer",
+        "max_num_seqs=0": "max_num_seqs=0: Input should be greater than 0",
         "kv_cache_dtype=int3": "kv_cache_dtype",
-        "gpu=nope": "gpu=nope",
+        "gpu=nope": "gpu=nope: unknown profile 'nope'",
         "tensor_parallel_size=2": "not modelled",
         "max_num_seqs=2,max_num_seqs=4": "twice",
     }

@@ -1,4 +1,5 @@
-"""A profile's frontend_request_s over HTTP: each request reaches the engine that much later."""
+"""A profile's frontend_request_s over HTTP: each request reaches the engine that much later,
+which the server's TTFT counts and its queue time does not."""
 
 from __future__ import annotations
 
@@ -26,4 +27,11 @@ def test_frontend_request_time_delays_every_request(start_sim, tmp_path: Path) -
         status, _ = http_json(sim.url + "/v1/completions", body)
         times[name] = time.perf_counter() - t0
         assert status == 200
+        if name == "slow":
+            # The server's own figures: its TTFT counts the API server's time, its queue time
+            # does not (vLLM's queue clock starts when the engine gets the request).
+            ttft = sim.get("vllm:time_to_first_token_seconds_sum")
+            queue = sim.get("vllm:request_queue_time_seconds_sum")
+            assert sim.get("vllm:request_queue_time_seconds_count") == 2
     assert times["slow"] - times["plain"] >= 0.3, times
+    assert ttft >= 2 * 0.3 and queue < 0.3, (ttft, queue)

@@ -254,8 +254,10 @@ class SimAPI:
             )
             return
         frontend_s = self.engine.profile.frontend_request_s
+        queued_s = None
         if frontend_s > 0:
             gevent.sleep(frontend_s)  # the API server's own time on the request (the profile's)
+            queued_s = time.perf_counter()
         rid_base = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
         sub_ids = [rid_base if len(prompts) == 1 else f"{rid_base}-{i}" for i in range(len(prompts))]
         sink_cls = _StreamSink if stream else _CollectSink
@@ -271,6 +273,7 @@ class SimAPI:
                     max_tokens=max_tokens if max_tokens is not None else max_len - len(ids),
                     min_tokens=min_tokens,
                     ignore_eos=bool(body.get("ignore_eos", False)),
+                    queued_time_s=queued_s,
                 )
             sink.run()
         finally:

@@ -398,11 +398,13 @@ def uncertainty(
 
 
 def decode_fixed_s(profile: Profile, values: dict[str, float]) -> float:
-    """Seconds every decode step spends regardless of its batch: streaming the weights once,
-    plus the per-step overhead (``values`` as :func:`values_of` gives them)."""
+    """Seconds a one-user decode step spends beyond its context: streaming the weights once, the
+    per-step overhead, and the per-sampled-token time (``values`` as :func:`values_of` gives
+    them)."""
     g = profile.gpu
     stream = g.memory_bandwidth_bytes_per_s * values["decode_bandwidth"]
-    return profile.model.weight_bytes / stream + values["step_overhead_s"]
+    per_token = values.get("output_token_overhead_s", profile.output_token_overhead_s)
+    return profile.model.weight_bytes / stream + values["step_overhead_s"] + per_token
 
 
 def fit_profile(

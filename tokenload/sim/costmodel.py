@@ -7,8 +7,9 @@ n tokens after c cached ones attends to n*c + n(n+1)/2 pairs (causal).
 Memory: the weights are read once per step, every token's attention reads the KV cache of its
 context, and every new token's K and V are written.
 Step time = max(compute, memory) + (1 - overlap) x min(compute, memory) + fixed overhead + a
-per-sampled-sequence overhead (output processing; zero in the built-in GPU profiles): the ideal
-roofline when overlap = 1, the sum when overlap = 0 (see the A40 profile for why).
+per-sampled-sequence overhead. The first two terms are the ideal roofline when overlap = 1, the
+sum when overlap = 0 (see the A40 profile for why); the per-sequence overhead (output
+processing, ``output_token_overhead_s``) is zero in the built-in GPU profiles.
 """
 
 from __future__ import annotations

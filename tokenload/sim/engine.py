@@ -305,9 +305,12 @@ class SimEngine:
         ignore_eos: bool = False,
         *,
         arrival_time_s: float,
+        queued_time_s: float | None = None,
     ) -> None:
-        """Queue a request. The caller validates lengths against ``max_model_len`` first (as the
-        server answers 400); violations here raise ValueError."""
+        """Queue a request that reached the server at ``arrival_time_s`` (and the engine at
+        ``queued_time_s``, when the API server's own time lies between). The caller validates
+        lengths against ``max_model_len`` first (as the server answers 400); violations here
+        raise ValueError."""
         if request_id in self._requests:
             raise ValueError(f"request id {request_id!r} is already in the engine")
         num_prompt = len(prompt_token_ids)
@@ -327,6 +330,7 @@ class SimEngine:
         req = SimRequest(
             request_id, prompt_token_ids, max_tokens, max_output, stop_at, text_offset, arrival_time_s
         )
+        req.times.queued_s = queued_time_s
         self._requests[request_id] = req
         self.scheduler.add(req)
         self._new_arrivals.add(request_id)

@@ -15,7 +15,9 @@ Definitions (one place; the README's analysis section quotes them):
   caps). The relaxation that raises throughput the most binds, if it raises it by at least
   :data:`RELAX_GAIN` (10 %); one within :data:`SECONDARY_SHARE` of the best gain is the secondary.
   None helping means none of these limited the level (``unexplained``: the step's fixed
-  overhead, say). The emulator models no API server, so ``frontend`` is never a ground truth here.
+  overhead, say). The API server's terms of a profile (``frontend_request_s``, a latency, and
+  ``output_token_overhead_s``) are zero in the built-in profiles and not relaxed here, so
+  ``frontend`` is never a ground truth.
 
 The oracle reads the emulator's internals (its profile, its token times); the diagnosis it checks
 may not. Pure: simulated time only.

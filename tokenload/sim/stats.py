@@ -25,6 +25,10 @@ class RequestTimes:
 
     arrival_s: float
     first_scheduled_s: float | None = None
+    #: When the engine got the request, if later than its arrival at the server (the API
+    #: server's own time, the profile's frontend_request_s, lies between): queue time counts
+    #: from here, as vLLM's does; TTFT and E2E from the arrival.
+    queued_s: float | None = None
     first_token_s: float | None = None
     last_token_s: float | None = None
     finished_s: float | None = None
@@ -36,7 +40,9 @@ class RequestTimes:
 
     @property
     def queue_time_s(self) -> float | None:
-        return None if self.first_scheduled_s is None else self.first_scheduled_s - self.arrival_s
+        if self.first_scheduled_s is None:
+            return None
+        return self.first_scheduled_s - (self.arrival_s if self.queued_s is None else self.queued_s)
 
     @property
     def prefill_time_s(self) -> float | None:

@@ -156,7 +156,7 @@ class VirtualDriver:
     def _admit_until(self, t_s: float) -> None:
         arrivals = self._arrivals
         while arrivals and arrivals[0][0] <= t_s:
-            _, _, request_id, spec, client, at_s = heapq.heappop(arrivals)
+            ready_s, _, request_id, spec, client, at_s = heapq.heappop(arrivals)
             self.engine.add_request(
                 request_id,
                 spec.prompt_token_ids,
@@ -164,6 +164,7 @@ class VirtualDriver:
                 spec.min_tokens,
                 spec.ignore_eos,
                 arrival_time_s=at_s,
+                queued_time_s=ready_s if ready_s > at_s else None,
             )
             self.requests[request_id] = VirtualRequest(
                 request_id, client, len(spec.prompt_token_ids), spec.max_tokens, at_s
@@ -215,7 +216,14 @@ class VirtualDriver:
             outputs = engine.complete(plan, end_s)
             self.now_s = end_s
             self._record(outputs, on_finish)
-        return VirtualRun(list(self.requests.values()), self.timeline, self.start_s, self.now_s)
+        # Requests that reached the server but are still in its API server (frontend_request_s)
+        # are in flight too.
+        in_frontend = [
+            VirtualRequest(rid, client, len(spec.prompt_token_ids), spec.max_tokens, at_s)
+            for _, _, rid, spec, client, at_s in self._arrivals
+            if at_s <= self.now_s
+        ]
+        return VirtualRun([*self.requests.values(), *in_frontend], self.timeline, self.start_s, self.now_s)
 
     def _record(
         self, outputs: list[RequestOutput], on_finish: Callable[[VirtualRequest, float], None] | None

@@ -49,6 +49,7 @@ class OutputCorpus:
     starts: tuple[int, ...]
 
     def start_offset(self, rng: random.Random) -> int:
+        """A random word start."""
         return self.starts[rng.randrange(len(self.starts))]
 
     def token_at(self, offset: int, index: int) -> int:
@@ -117,8 +118,9 @@ def _byte_corpus(seed: int) -> OutputCorpus:
 
 #: End-of-sequence names of common tokenizers, tried when no tokenizer_config.json names one.
 _EOS_NAMES = ("</s>", "<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<eos>", "<|end_of_text|>")
-#: vLLM's incremental detokenizer decodes a few tokens before the new one, so a tokenizer whose
-#: decode drops a leading space (Metaspace, WordPiece) still streams it.
+#: How many already-streamed tokens are decoded with each new one at most (vLLM's incremental
+#: detokenizer keeps a prefix window of this kind): a tokenizer whose decode drops a leading
+#: space (Metaspace, WordPiece) then still streams it inside a word sequence.
 _CONTEXT_TOKENS = 5
 
 
