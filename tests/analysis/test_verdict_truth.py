@@ -85,3 +85,47 @@ def test_short_prompts_plateau_on_compute_in_simulated_time() -> None:
     assert rates[1] / rates[0] > 2.5 and rates[2] / rates[1] < 2.0, rates
     assert max(s["server"]["kv_cache_usage_ratio"]["max"] for s in steps) < 0.2
     assert steps[2]["verdict"]["bottleneck"] == "compute", steps[2]["verdict"]["evidence"]
+
+
+def _grid_case(config: dict, workload: VirtualWorkload, levels: tuple[int, ...], duration: float):
+    """A scenario of bench/verdict_accuracy.py's grid (seed 1): its top step's verdict and the
+    oracle at that load, timed as the bench times them."""
+    from tokenload.sim.engine import EngineConfig
+
+    cfg = EngineConfig(**config)
+    sweep = virtual_sweep(A40, cfg, workload, VirtualSchedule(concurrency=levels, step_duration_s=duration))
+    steps, _ = judge_steps(sweep.steps)
+    truth = judge_level(
+        A40, cfg, workload, concurrency=levels[-1], duration_s=1.5 * duration, warmup_s=0.5 * duration
+    )
+    return steps[-1]["verdict"], truth
+
+
+def test_a_full_cache_holding_few_requests_is_kv_capacity_not_bandwidth() -> None:
+    # Seed 1 #31: 269 blocks hold about 2 of these ~2,000-token requests; each step reads the
+    # weights for a batch of 3. The old rules called it memory_bandwidth (bandwidth +37 %,
+    # kv_capacity +0 %: preemption stalls in the mean ITL made the step-time line useless); a
+    # second cache buys more than a second memory bus would.
+    config = {"preset": "v1", "max_model_len": 4096, "max_num_seqs": 128, "num_gpu_blocks": 269, "seed": 31}
+    workload = VirtualWorkload("lognormal:mean=76,sigma=0.5", "lognormal:mean=1910,sigma=0.5", seed=31)
+    verdict, truth = _grid_case(config, workload, (2, 4, 8, 16, 32), 90.0)
+    assert truth.label == "kv_capacity", truth
+    assert verdict["bottleneck"] == "kv_capacity", verdict["evidence"]
+    assert all(e["value"] is not None for e in verdict["evidence"])
+
+
+def test_a_batch_at_its_seen_ceiling_is_saturated_on_bandwidth() -> None:
+    # Seed 1 #0: 137 users, max_num_seqs 128, 9 waiting on average: fewer than a tenth of the
+    # running batch, so the old rules let the batch double and called the step unsaturated.
+    # The batch cannot grow past the 128 it peaks at; more bandwidth is what would pay.
+    config = {
+        "preset": "v1",
+        "max_model_len": 1024,
+        "max_num_seqs": 128,
+        "max_num_batched_tokens": 512,
+        "seed": 0,
+    }
+    workload = VirtualWorkload("lognormal:mean=157,sigma=0.5", "lognormal:mean=251,sigma=0.5", seed=0)
+    verdict, truth = _grid_case(config, workload, (9, 17, 34, 68, 137), 20.0)
+    assert truth.label == "memory_bandwidth", truth
+    assert verdict["saturated"] and verdict["bottleneck"] == "memory_bandwidth", verdict["evidence"]

@@ -10,6 +10,9 @@ from tests.conftest import ROOT
 
 PURE = [
     "tokenload.analysis.diagnosis",
+    "tokenload.analysis.headroom",
+    "tokenload.analysis.signals",
+    "tokenload.analysis.stepmodel",
     "tokenload.analysis.judge",
     "tokenload.analysis.thresholds",
     "tokenload.analysis.oversaturation",

@@ -40,6 +40,10 @@ class Thresholds:
     #: 328 kB / 141 GFLOP x 412 = 1/1040; Qwen2.5-7B on an A40: 57 kB / 15 GFLOP x 216 = 1/1200.
     #: The geometric middle of the three, rounded.
     kv_read_equiv_tokens: float = 800.0
+    #: A resource whose predicted gain is at least this share of the best one's is named as the
+    #: verdict's ``secondary``: the ground truth's own definition (tokenload.sim.oracle's
+    #: SECONDARY_SHARE).
+    secondary_share: float = 0.8
 
     @classmethod
     def with_overrides(cls, overrides: dict[str, float]) -> Thresholds:

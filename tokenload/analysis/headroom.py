@@ -1,0 +1,144 @@
+"""The rules' shared reasoning about a step: whether the KV cache or a scheduler cap holds the batch,
+how far the batch could grow, and the step-time model that predicts what each 2x relaxation
+buys (tokenload.analysis.stepmodel). Pure."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from tokenload.analysis.signals import StepSignals
+from tokenload.analysis.stepmodel import MACHINE_BALANCE, OVERLAP, StepModel
+from tokenload.analysis.thresholds import Thresholds
+
+__all__ = ["batch_room", "demand_room", "kv_bound", "kv_full", "plateau", "queued", "step_model"]
+
+
+def kv_full(sig: StepSignals, th: Thresholds) -> bool:
+    """Full for admission: at the threshold, or with less room left than one running request holds."""
+    if sig.kv_max is None:
+        return False
+    per_request = sig.kv_mean / sig.running_mean if sig.kv_mean is not None and sig.running_mean else None
+    return sig.kv_max >= th.kv_full_ratio or (per_request is not None and 1.0 - sig.kv_max < per_request)
+
+
+def kv_bound(sig: StepSignals, th: Thresholds) -> bool:
+    return sig.preemptions > 0 or (kv_full(sig, th) and sig.waiting_mean > th.waiting_mean)
+
+
+def plateau(sig: StepSignals, th: Thresholds) -> bool:
+    """Running requests stopped growing across steps while the load grew and requests wait."""
+    if sig.running_max is None or sig.prev_running_max is None or not sig.load_growth:
+        return False
+    grew = sig.running_max / sig.prev_running_max - 1 if sig.prev_running_max else float("inf")
+    steady = sig.running_mean is None or sig.running_max - sig.running_mean <= 0.25 * sig.running_max
+    return (
+        sig.waiting_mean > th.waiting_mean
+        and sig.load_growth >= th.plateau_load_growth
+        and steady
+        and (grew <= th.plateau_growth or grew < 0.25 * (sig.load_growth - 1))
+    )
+
+
+def queued(sig: StepSignals, th: Thresholds) -> bool:
+    """Requests wait for more than a passing moment: more load only lengthens the queue."""
+    return sig.waiting_mean > max(th.waiting_mean, 0.1 * (sig.running_mean or 0.0))
+
+
+def step_model(sig: StepSignals, th: Thresholds) -> StepModel | None:
+    """The step's compute and memory terms (tokenload.analysis.stepmodel): from the server's
+    FLOP/byte counters when it exports them, else from the step-time line."""
+    if sig.flops_per_step and sig.bytes_per_step:
+        balance = sig.balance or MACHINE_BALANCE
+        fixed = sig.fixed_bytes
+        source = "--gpu-peaks" if sig.balance else f"{MACHINE_BALANCE:.0f} FLOP/byte, a datasheet median"
+        how = (
+            f"FLOP/byte counters: {sig.flops_per_step / sig.bytes_per_step:.0f} FLOP/byte per engine step "
+            f"against a machine balance of {balance:.0f} ({source}); "
+            + (
+                f"{fixed / sig.bytes_per_step:.0%} of the bytes read whatever the batch"
+                if fixed is not None
+                else "no step below to tell the weights' bytes from the batch's"
+            )
+        )
+        model = StepModel.from_counters(sig.flops_per_step, sig.bytes_per_step, fixed, balance, how)
+        ref = None
+        if sig.ref_flops_per_step and sig.ref_bytes_per_step:
+            ref = StepModel.from_counters(sig.ref_flops_per_step, sig.ref_bytes_per_step, fixed, balance, how)
+        if sig.step_ms:
+            model = model.with_overhead(sig.step_ms, ref, sig.ref_step_ms)
+            share = model.overhead / model.time()
+            model = replace(model, how=f"{how}; a fixed {share:.0%} of the step")
+        return model
+    if sig.flops_share is not None and sig.bytes_share is not None:
+        how = (
+            f"achieved FLOP/s {sig.flops_share:.0%} and bandwidth {sig.bytes_share:.0%} of --gpu-peaks "
+            "(the server's counters over the step)"
+        )
+        return StepModel(sig.flops_share, sig.bytes_share, 0.0, OVERLAP, how, measured_growth=False)
+    line = sig.line()
+    if not sig.tokens_per_step:
+        return None
+    if line is None:
+        dec = sig.decode_share if sig.decode_share is not None else 0.5
+        seqs = sig.running_mean or dec * sig.tokens_per_step
+        how = (
+            f"{sig.tokens_per_step:.0f} tokens per step (vllm:iteration_tokens_total) against the "
+            f"weights' read, worth {MACHINE_BALANCE:.0f} tokens of matmuls (no step below to time "
+            "the step's growth)"
+        )
+        model = StepModel.from_tokens(
+            sig.tokens_per_step, seqs, sig.context_tokens or 0.0, th.kv_read_equiv_tokens, how
+        )
+        return model.with_overhead(sig.step_ms) if sig.step_ms else model
+    a, b = line
+    dec = sig.decode_share if sig.decode_share is not None else 0.5
+    ctx = sig.context_tokens or 0.0
+    # Per token: every token costs one unit of matmul; a decode token also reads its context's
+    # KV cache, ctx / kv_read_equiv_tokens units.
+    mem_units = dec * ctx / th.kv_read_equiv_tokens
+    how = (
+        f"step time {a:.2f} + {b:.4f} ms/token x {sig.tokens_per_step:.0f} tokens ({sig.step_source}, "
+        "vllm:iteration_tokens_total)"
+    )
+    return StepModel.from_line(a, b, sig.tokens_per_step, mem_units / (1.0 + mem_units), how)
+
+
+def demand_room(sig: StepSignals) -> float:
+    """How far the running batch could grow at this load if its limit were lifted (at most 2x):
+    a closed loop to its users, an open loop whose queue grows without bound to double."""
+    if not sig.running_mean:
+        return 2.0
+    if sig.users is not None:
+        return max(1.0, min(2.0, sig.users / sig.running_mean))
+    return max(1.0, min(2.0, (sig.running_mean + sig.waiting_mean) / sig.running_mean))
+
+
+def batch_room(sig: StepSignals, th: Thresholds) -> tuple[float, str]:
+    """How much the running batch can grow when the load doubles, and why."""
+    if queued(sig, th):
+        return 1.0, f"requests already wait (mean {sig.waiting_mean:.2f})"
+    room, why = 2.0, "the batch can double"
+    if (
+        sig.users is not None
+        and sig.running_max is not None
+        and sig.running_mean
+        and sig.waiting_mean > th.waiting_mean
+        and sig.running_max < sig.users
+    ):
+        ceiling = max(1.0, sig.running_max / sig.running_mean)
+        if ceiling < room:
+            room = ceiling
+            why = (
+                f"requests wait (mean {sig.waiting_mean:.2f}) while running peaks at "
+                f"{sig.running_max:.0f} of {sig.users:.0f} users"
+            )
+    if sig.kv_mean:
+        # The usage's mean, not its peak: a cache full only at its peaks still holds a larger
+        # batch on average, until the mean reaches the full mark.
+        kv_room = min(2.0, max(1.0, th.kv_full_ratio / sig.kv_mean))
+        if kv_room < room:
+            room, why = (
+                kv_room,
+                f"the KV cache holds {kv_room:.2f}x the running batch (mean usage {sig.kv_mean:.3f})",
+            )
+    return room, why
