@@ -50,7 +50,7 @@ def step_model(sig: StepSignals, th: Thresholds) -> StepModel | None:
     if sig.flops_per_step and sig.bytes_per_step:
         balance = sig.balance or MACHINE_BALANCE
         fixed = sig.fixed_bytes
-        source = "--gpu-peaks" if sig.balance else f"{MACHINE_BALANCE:.0f} FLOP/byte, a datasheet median"
+        source = "--gpu-peaks" if sig.balance else "the datasheets' geometric mean"
         how = (
             f"FLOP/byte counters: {sig.flops_per_step / sig.bytes_per_step:.0f} FLOP/byte per engine step "
             f"against a machine balance of {balance:.0f} ({source}); "
