@@ -230,6 +230,9 @@ def verdict_sentence(step: dict[str, Any]) -> str:
     words = BOTTLENECK_WORDS.get(name, name or "no verdict")
     flags = step.get("flags") or []
     tail = " (flagged client_bound: the load generator was busy)" if "client_bound" in flags else ""
+    secondary = _g(step, "verdict", "secondary")
+    if secondary:
+        tail += f" (a close second: {secondary})"
     return (
         f"Step {step.get('index')} at {load_label(step)}: {words}{tail} - "
         f"{fmt(step.get('output_tokens_per_s'))} output tokens/s, "
