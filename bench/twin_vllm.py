@@ -21,7 +21,6 @@ import io
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,7 +34,7 @@ import yaml  # noqa: E402
 from _harness import machine, run_sweep, write_results_section  # noqa: E402
 
 from tests.real_vllm.conftest import SERVERS  # noqa: E402
-from tests.real_vllm.server import VllmServer, vllm_python  # noqa: E402
+from tests.real_vllm.server import VllmServer, build_tiny_model, vllm_python  # noqa: E402
 from tests.real_vllm.twin import SIM_ARGS, base_profile  # noqa: E402
 from tokenload import calibrate, plan  # noqa: E402
 
@@ -157,11 +156,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="twin-vllm-") as tmp_name:
         tmp = Path(tmp_name)
         model = tmp / "tiny"
-        model.mkdir()
-        proc = subprocess.run([str(python), str(ROOT / "tests/real_vllm/model.py"), str(model)],
-                              capture_output=True, text=True, timeout=300)  # fmt: skip
-        if proc.returncode:
-            raise SystemExit(proc.stderr[-2000:])
+        build_tiny_model(python, model)
         server = VllmServer(python, model, SERVERS["roomy"], tmp / "vllm.log", server_cpus)
         if server_cpus:
             os.sched_setaffinity(0, {cpus[-1]})

@@ -21,7 +21,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,7 +34,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from _harness import machine, run_sweep, write_results_section  # noqa: E402
 
 from tests.real_vllm.conftest import SERVERS  # noqa: E402
-from tests.real_vllm.server import ServerConfig, VllmServer, vllm_python  # noqa: E402
+from tests.real_vllm.server import ServerConfig, VllmServer, build_tiny_model, vllm_python  # noqa: E402
 
 #: name (a configuration of tests/real_vllm/conftest.py) -> (levels, prompt tokens, output tokens)
 SCENARIOS = {
@@ -125,11 +124,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="verdict-vllm-") as tmp_name:
         tmp = Path(tmp_name)
         model = tmp / "tiny"
-        model.mkdir()
-        proc = subprocess.run([str(python), str(ROOT / "tests/real_vllm/model.py"), str(model)],
-                              capture_output=True, text=True, timeout=300)  # fmt: skip
-        if proc.returncode:
-            raise SystemExit(proc.stderr[-2000:])
+        build_tiny_model(python, model)
         if server_cpus:
             os.sched_setaffinity(0, {cpus[-1]})
         for name in SCENARIOS:

@@ -63,6 +63,17 @@ class ServerConfig:
         return out + list(self.extra)
 
 
+def build_tiny_model(python: Path, out: Path, timeout_s: float = 300.0) -> None:
+    """Write the tier's tiny model (tests/real_vllm/model.py) to ``out`` with vLLM's Python."""
+    out.mkdir(parents=True, exist_ok=True)
+    script = Path(__file__).resolve().parent / "model.py"
+    proc = subprocess.run(
+        [str(python), str(script), str(out)], capture_output=True, text=True, timeout=timeout_s
+    )
+    if proc.returncode:
+        raise RuntimeError(f"building the tiny model failed: {proc.stderr[-2000:]}")
+
+
 def post_json(url: str, path: str, body: dict[str, Any], timeout_s: float = 30.0) -> dict[str, Any]:
     """POST ``body`` as JSON; the answer's JSON (a streamed answer is read to its end, not parsed)."""
     req = urllib.request.Request(
