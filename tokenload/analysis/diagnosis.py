@@ -177,8 +177,8 @@ def _rule_errors(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> tupl
 def _saturation(sig: StepSignals, th: Thresholds) -> tuple[bool | None, list[dict]]:
     """Whether doubling the load would raise throughput by less than ``saturation_gain``."""
     model = step_model(sig, th)
-    room, why = batch_room(sig, th)
-    if model is not None and (model.measured_growth or (room > 1.0 and sig.efficiency is None)):
+    room, why, room_metric, room_value = batch_room(sig, th)
+    if model is not None and model.measured_growth:
         gain = model.gain(batch=room)
         if sig.users is None and sig.busy is not None and sig.busy < 1.0:
             # An open loop's engine idles part of the time: twice the arrivals fill the idle
@@ -194,7 +194,7 @@ def _saturation(sig: StepSignals, th: Thresholds) -> tuple[bool | None, list[dic
         ]
         return gain < th.saturation_gain, ev
     if room == 1.0:
-        return True, [_ev("requests_waiting mean", round(sig.waiting_mean, 2), f"> {th.waiting_mean}: {why}")]
+        return True, [_ev(room_metric, room_value, f"the batch cannot grow: {why}")]
     eff = sig.efficiency
     if eff is not None:
         return eff < th.scaling_efficiency, [

@@ -113,11 +113,18 @@ def demand_room(sig: StepSignals) -> float:
     return max(1.0, min(2.0, (sig.running_mean + sig.waiting_mean) / sig.running_mean))
 
 
-def batch_room(sig: StepSignals, th: Thresholds) -> tuple[float, str]:
-    """How much the running batch can grow when the load doubles, and why."""
+def batch_room(sig: StepSignals, th: Thresholds) -> tuple[float, str, str, float]:
+    """How much the running batch can grow when the load doubles, why, and the signal that says
+    so (its name and value)."""
     if queued(sig, th):
-        return 1.0, f"requests already wait (mean {sig.waiting_mean:.2f})"
-    room, why = 2.0, "the batch can double"
+        why = f"requests already wait (mean {sig.waiting_mean:.2f})"
+        return 1.0, why, "requests_waiting mean", round(sig.waiting_mean, 2)
+    room, why, metric, value = (
+        2.0,
+        "the batch can double",
+        "requests_waiting mean",
+        round(sig.waiting_mean, 2),
+    )
     if (
         sig.users is not None
         and sig.running_max is not None
@@ -127,7 +134,7 @@ def batch_room(sig: StepSignals, th: Thresholds) -> tuple[float, str]:
     ):
         ceiling = max(1.0, sig.running_max / sig.running_mean)
         if ceiling < room:
-            room = ceiling
+            room, metric, value = ceiling, "requests_running max", sig.running_max
             why = (
                 f"requests wait (mean {sig.waiting_mean:.2f}) while running peaks at "
                 f"{sig.running_max:.0f} of {sig.users:.0f} users"
@@ -137,8 +144,6 @@ def batch_room(sig: StepSignals, th: Thresholds) -> tuple[float, str]:
         # batch on average, until the mean reaches the full mark.
         kv_room = min(2.0, max(1.0, th.kv_full_ratio / sig.kv_mean))
         if kv_room < room:
-            room, why = (
-                kv_room,
-                f"the KV cache holds {kv_room:.2f}x the running batch (mean usage {sig.kv_mean:.3f})",
-            )
-    return room, why
+            room, metric, value = kv_room, "kv_cache_usage_ratio mean", round(sig.kv_mean, 3)
+            why = f"the KV cache holds {kv_room:.2f}x the running batch (mean usage {sig.kv_mean:.3f})"
+    return room, why, metric, value
