@@ -45,8 +45,10 @@ def queued(sig: StepSignals, th: Thresholds) -> bool:
 
 
 def step_model(sig: StepSignals, th: Thresholds) -> StepModel | None:
-    """The step's compute and memory terms (tokenload.analysis.stepmodel): from the server's
-    FLOP/byte counters when it exports them, else from the step-time line."""
+    """The step's compute and memory terms (tokenload.analysis.stepmodel), from the best signals
+    the step has: the server's FLOP/byte counters per engine step; else the shares of
+    ``--gpu-peaks`` those counters reached (a prior: no measured growth); else the step-time line
+    through a step below; else the tokens per step alone (a prior). None without tokens per step."""
     if sig.flops_per_step and sig.bytes_per_step:
         balance = sig.balance or MACHINE_BALANCE
         fixed = sig.fixed_bytes
