@@ -255,3 +255,23 @@ def test_emulator_regimes_get_the_right_verdicts(
     else:
         first = next(v for v in expected if v != "none")
         assert knee["bottleneck"] == first and knee["step"] == expected.index(first)
+
+
+def test_counters_that_miss_a_per_token_cost_do_not_hide_saturation() -> None:
+    # Real vLLM's CPU build (tests/real_vllm, the roomy server): the FLOP/byte counters see a
+    # weights-bound step whose work barely grows with the batch, but the step time tripled
+    # from 4 to 64 users while throughput grew 1.4x: the step-time line decides the growth.
+    def counted(s: dict, step_ms: float, tokens: float, flops: float, rbytes: float) -> dict:
+        s = _timed(s, step_ms, tokens, 0.5, 32)
+        count = s["measured_s"] * 1000 / step_ms
+        s["server"]["iteration_tokens"]["count"] = count
+        s["server"]["estimated_flops"] = {"increase": flops * count}
+        s["server"]["estimated_read_bytes"] = {"increase": rbytes * count}
+        return s
+
+    steps = [
+        counted(step(4, 300), 10.0, 8, 2e6 * 8, 1.0e6),
+        counted(step(64, 420, run=40), 30.0, 80, 2e6 * 80, 1.3e6),
+    ]
+    v = diagnose_steps(steps)[1]
+    assert v["saturated"], v["evidence"]

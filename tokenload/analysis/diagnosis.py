@@ -38,6 +38,7 @@ from typing import Any
 from tokenload.analysis.headroom import (
     batch_room,
     demand_room,
+    growth_model,
     kv_bound,
     plateau,
     step_model,
@@ -176,7 +177,7 @@ def _rule_errors(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> tupl
 
 def _saturation(sig: StepSignals, th: Thresholds) -> tuple[bool | None, list[dict]]:
     """Whether doubling the load would raise throughput by less than ``saturation_gain``."""
-    model = step_model(sig, th)
+    model = growth_model(sig, th)
     room, why, room_metric, room_value = batch_room(sig, th)
     if model is not None and model.measured_growth:
         gain = model.gain(batch=room)
@@ -229,6 +230,7 @@ def _rule_saturated(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> t
     if frontend is not None:
         return "frontend", ev + frontend
     model = step_model(sig, th)
+    growth = growth_model(sig, th)
     gains: dict[str, tuple[float, list[dict]]] = {}
     grow = demand_room(sig)
     if kv_bound(sig, th):
@@ -249,13 +251,13 @@ def _rule_saturated(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> t
                 f"> {th.waiting_mean}: queued for capacity; twice the cache lets the batch grow {grow:.2f}x",
             )
         )
-        gains["kv_capacity"] = (model.gain(batch=grow) if model else 1.0, kv_ev)
+        gains["kv_capacity"] = (growth.gain(batch=grow) if growth else 1.0, kv_ev)
     elif plateau(sig, th):
         if sig.kv_mean:
             # A higher cap lets the batch grow only as far as the KV cache holds it.
             grow = max(1.0, min(grow, th.kv_full_ratio / sig.kv_mean))
         gains["scheduler_limit"] = (
-            model.gain(batch=grow) if model else 1.0,
+            growth.gain(batch=grow) if growth else 1.0,
             [
                 _ev(
                     "requests_running max",

@@ -10,7 +10,16 @@ from tokenload.analysis.signals import StepSignals
 from tokenload.analysis.stepmodel import MACHINE_BALANCE, OVERLAP, StepModel
 from tokenload.analysis.thresholds import Thresholds
 
-__all__ = ["batch_room", "demand_room", "kv_bound", "kv_full", "plateau", "queued", "step_model"]
+__all__ = [
+    "batch_room",
+    "demand_room",
+    "growth_model",
+    "kv_bound",
+    "kv_full",
+    "plateau",
+    "queued",
+    "step_model",
+]
 
 
 def kv_full(sig: StepSignals, th: Thresholds) -> bool:
@@ -48,50 +57,62 @@ def step_model(sig: StepSignals, th: Thresholds) -> StepModel | None:
     """The step's compute and memory terms (tokenload.analysis.stepmodel), from the best signals
     the step has: the server's FLOP/byte counters per engine step; else the shares of
     ``--gpu-peaks`` those counters reached (a prior: no measured growth); else the step-time line
-    through a step below; else the tokens per step alone (a prior). None without tokens per step."""
-    if sig.flops_per_step and sig.bytes_per_step:
-        balance = sig.balance or MACHINE_BALANCE
-        fixed = sig.fixed_bytes
-        source = "--gpu-peaks" if sig.balance else "the datasheets' geometric mean"
-        how = (
-            f"FLOP/byte counters: {sig.flops_per_step / sig.bytes_per_step:.0f} FLOP/byte per engine step "
-            f"against a machine balance of {balance:.0f} ({source}); "
-            + (
-                f"{fixed / sig.bytes_per_step:.0%} of the bytes read whatever the batch"
-                if fixed is not None
-                else "no step below to tell the weights' bytes from the batch's"
-            )
-        )
-        model = StepModel.from_counters(sig.flops_per_step, sig.bytes_per_step, fixed, balance, how)
-        ref = None
-        if sig.ref_flops_per_step and sig.ref_bytes_per_step:
-            ref = StepModel.from_counters(sig.ref_flops_per_step, sig.ref_bytes_per_step, fixed, balance, how)
-        if sig.step_ms:
-            model = model.with_overhead(sig.step_ms, ref, sig.ref_step_ms)
-            share = model.overhead / model.time()
-            model = replace(model, how=f"{how}; a fixed {share:.0%} of the step")
-        return model
-    if sig.flops_share is not None and sig.bytes_share is not None:
-        how = (
-            f"achieved FLOP/s {sig.flops_share:.0%} and bandwidth {sig.bytes_share:.0%} of --gpu-peaks "
-            "(the server's counters over the step)"
-        )
-        return StepModel(sig.flops_share, sig.bytes_share, 0.0, OVERLAP, how, measured_growth=False)
-    line = sig.line()
-    if not sig.tokens_per_step:
+    through a step below; else the tokens per step alone (a prior). None without tokens per step.
+    It splits the step between compute and memory: what more FLOP/s or bandwidth would buy."""
+    return _counters_model(sig) or _shares_model(sig) or _line_model(sig, th) or _tokens_model(sig, th)
+
+
+def growth_model(sig: StepSignals, th: Thresholds) -> StepModel | None:
+    """How the step's time grows with its batch, for what a larger batch (more load, a higher cap,
+    a larger cache) would buy: :func:`step_model`, unless the series' step time grew faster than
+    its terms allow; then the step-time line, which holds every per-token cost, the ones no FLOP
+    or byte counter sees (output processing on the engine's CPU, say)."""
+    model = step_model(sig, th)
+    if model is not None and model.understates_growth:
+        return _line_model(sig, th) or model
+    return model
+
+
+def _counters_model(sig: StepSignals) -> StepModel | None:
+    if not (sig.flops_per_step and sig.bytes_per_step):
         return None
-    if line is None:
-        dec = sig.decode_share if sig.decode_share is not None else 0.5
-        seqs = sig.running_mean or dec * sig.tokens_per_step
-        how = (
-            f"{sig.tokens_per_step:.0f} tokens per step (vllm:iteration_tokens_total) against the "
-            f"weights' read, worth {MACHINE_BALANCE:.0f} tokens of matmuls (no step below to time "
-            "the step's growth)"
+    balance = sig.balance or MACHINE_BALANCE
+    fixed = sig.fixed_bytes
+    source = "--gpu-peaks" if sig.balance else "the datasheets' geometric mean"
+    how = (
+        f"FLOP/byte counters: {sig.flops_per_step / sig.bytes_per_step:.0f} FLOP/byte per engine step "
+        f"against a machine balance of {balance:.0f} ({source}); "
+        + (
+            f"{fixed / sig.bytes_per_step:.0%} of the bytes read whatever the batch"
+            if fixed is not None
+            else "no step below to tell the weights' bytes from the batch's"
         )
-        model = StepModel.from_tokens(
-            sig.tokens_per_step, seqs, sig.context_tokens or 0.0, th.kv_read_equiv_tokens, how
-        )
-        return model.with_overhead(sig.step_ms) if sig.step_ms else model
+    )
+    model = StepModel.from_counters(sig.flops_per_step, sig.bytes_per_step, fixed, balance, how)
+    ref = None
+    if sig.ref_flops_per_step and sig.ref_bytes_per_step:
+        ref = StepModel.from_counters(sig.ref_flops_per_step, sig.ref_bytes_per_step, fixed, balance, how)
+    if sig.step_ms:
+        model = model.with_overhead(sig.step_ms, ref, sig.ref_step_ms)
+        share = model.overhead / model.time()
+        model = replace(model, how=f"{how}; a fixed {share:.0%} of the step")
+    return model
+
+
+def _shares_model(sig: StepSignals) -> StepModel | None:
+    if sig.flops_share is None or sig.bytes_share is None:
+        return None
+    how = (
+        f"achieved FLOP/s {sig.flops_share:.0%} and bandwidth {sig.bytes_share:.0%} of --gpu-peaks "
+        "(the server's counters over the step)"
+    )
+    return StepModel(sig.flops_share, sig.bytes_share, 0.0, OVERLAP, how, measured_growth=False)
+
+
+def _line_model(sig: StepSignals, th: Thresholds) -> StepModel | None:
+    line = sig.line()
+    if line is None or not sig.tokens_per_step:
+        return None
     a, b = line
     dec = sig.decode_share if sig.decode_share is not None else 0.5
     ctx = sig.context_tokens or 0.0
@@ -103,6 +124,22 @@ def step_model(sig: StepSignals, th: Thresholds) -> StepModel | None:
         "vllm:iteration_tokens_total)"
     )
     return StepModel.from_line(a, b, sig.tokens_per_step, mem_units / (1.0 + mem_units), how)
+
+
+def _tokens_model(sig: StepSignals, th: Thresholds) -> StepModel | None:
+    if not sig.tokens_per_step:
+        return None
+    dec = sig.decode_share if sig.decode_share is not None else 0.5
+    seqs = sig.running_mean or dec * sig.tokens_per_step
+    how = (
+        f"{sig.tokens_per_step:.0f} tokens per step (vllm:iteration_tokens_total) against the "
+        f"weights' read, worth {MACHINE_BALANCE:.0f} tokens of matmuls (no step below to time "
+        "the step's growth)"
+    )
+    model = StepModel.from_tokens(
+        sig.tokens_per_step, seqs, sig.context_tokens or 0.0, th.kv_read_equiv_tokens, how
+    )
+    return model.with_overhead(sig.step_ms) if sig.step_ms else model
 
 
 def demand_room(sig: StepSignals) -> float:
