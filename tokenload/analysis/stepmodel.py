@@ -1,15 +1,15 @@
 """What one engine step costs, and how that changes when the batch, the FLOP/s or the bandwidth
 change: the diagnosis' counterfactuals, from what a real server shows. Pure.
 
-A step's time is a roofline with partial overlap (the form vLLM's own MFU estimate and every
-roofline analysis use): ``t = max(c, m) + (1 - overlap) * min(c, m)`` where ``c`` is its compute
-time and ``m`` its memory time, ``m = m_fixed + m_batch`` (the weights, read once a step whatever
-the batch, and the KV-cache reads, which grow with the running batch). Relaxing a resource 2x
-halves its term; letting the batch grow by ``r`` multiplies ``c`` and ``m_batch`` by ``r``.
-Throughput at the same load is tokens per step over step time, so a change's gain is
-``r * t / t'  - 1``. Only the terms' *ratios* matter, so they may be in any unit.
+A step's time is a roofline with partial overlap plus a fixed time:
+``t = o + max(c, m) + (1 - overlap) * min(c, m)``, ``c`` its compute time, ``m`` its memory time,
+``m = m_fixed + m_batch`` (the weights, read once a step whatever the batch, and the KV-cache
+reads, which grow with the running batch), ``o`` what the step spends outside its kernels.
+Relaxing a resource 2x halves its term; letting the batch grow by ``r`` multiplies ``c`` and
+``m_batch`` by ``r``. Throughput at the same load is tokens per step over step time, so a
+change's gain is ``r * t / t' - 1``. Only the terms' *ratios* matter, so they may be in any unit.
 
-Two ways to get the terms, the better first:
+Where the terms come from, the better first (tokenload.analysis.headroom picks):
 
 * **FLOP and byte counters** (``vllm:estimated_flops_per_gpu_total`` and
   ``vllm:estimated_read_bytes_per_gpu_total``, vLLM V1): per engine step ``F`` FLOPs and ``B``
@@ -17,16 +17,20 @@ Two ways to get the terms, the better first:
   (``--gpu-peaks``, else :data:`MACHINE_BALANCE`). ``m_fixed`` is the bytes read whatever the
   batch: the intercept of ``B`` against the running batch across the series' steps.
 * **The step-time line** ``s(n) = a + b*n`` (n: tokens per step) through two steps of the series:
-  ``a`` is memory (the weights), ``b*n`` per-token work, split between matmuls (compute) and KV
-  reads (memory) by the mean context a decode token reads (``kv_read_equiv_tokens``). A sum, no
-  overlap: the line is additive.
+  ``a`` is memory (the weights) and the fixed time, ``b*n`` per-token work, split between matmuls
+  (compute) and KV reads (memory) by the mean context a decode token reads
+  (``kv_read_equiv_tokens``). A sum, no overlap: the line is additive.
+* **Tokens per step** alone against the machine balance: a prior, for the split only.
+
+``o`` is found from two steps of a series where their work differs, never below
+:data:`STEP_OVERHEAD_MS`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-__all__ = ["MACHINE_BALANCE", "OVERLAP", "STEP_OVERHEAD_MS", "StepModel"]
+__all__ = ["GROWTH_NOISE", "MACHINE_BALANCE", "OVERLAP", "STEP_OVERHEAD_MS", "StepModel"]
 
 #: FLOP/byte at which a GPU's compute time equals its memory time (dense BF16 peak over memory
 #: bandwidth), used when the user gives no --gpu-peaks. Datasheet figures: A100 SXM 312 T / 2.04
