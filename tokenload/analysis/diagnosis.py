@@ -38,7 +38,7 @@ from typing import Any
 from tokenload.analysis.headroom import (
     batch_room,
     demand_room,
-    growth_model,
+    growth_models,
     kv_bound,
     plateau,
     step_model,
@@ -177,9 +177,12 @@ def _rule_errors(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> tupl
 
 def _saturation(sig: StepSignals, th: Thresholds) -> tuple[bool | None, list[dict]]:
     """Whether doubling the load would raise throughput by less than ``saturation_gain``."""
-    model = growth_model(sig, th)
+    models = growth_models(sig, th)
     room, why, room_metric, room_value = batch_room(sig, th)
-    if model is not None and model.measured_growth:
+    if models:
+        # Where the counters and the step-time line both measured the growth, the smaller gain:
+        # each misses what the other sees (per-token CPU costs; a line through noisy step means).
+        model = min(models, key=lambda m: m.gain(batch=room))
         gain = model.gain(batch=room)
         if sig.users is None and sig.busy is not None and sig.busy < 1.0:
             # An open loop's engine idles part of the time: twice the arrivals fill the idle
@@ -230,7 +233,6 @@ def _rule_saturated(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> t
     if frontend is not None:
         return "frontend", ev + frontend
     model = step_model(sig, th)
-    growth = growth_model(sig, th)
     gains: dict[str, tuple[float, list[dict]]] = {}
     grow = demand_room(sig)
     if kv_bound(sig, th):
@@ -251,13 +253,13 @@ def _rule_saturated(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> t
                 f"> {th.waiting_mean}: queued for capacity; twice the cache lets the batch grow {grow:.2f}x",
             )
         )
-        gains["kv_capacity"] = (growth.gain(batch=grow) if growth else 1.0, kv_ev)
+        gains["kv_capacity"] = (model.gain(batch=grow) if model else 1.0, kv_ev)
     elif plateau(sig, th):
         if sig.kv_mean:
             # A higher cap lets the batch grow only as far as the KV cache holds it.
             grow = max(1.0, min(grow, th.kv_full_ratio / sig.kv_mean))
         gains["scheduler_limit"] = (
-            growth.gain(batch=grow) if growth else 1.0,
+            model.gain(batch=grow) if model else 1.0,
             [
                 _ev(
                     "requests_running max",

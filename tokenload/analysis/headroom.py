@@ -13,7 +13,7 @@ from tokenload.analysis.thresholds import Thresholds
 __all__ = [
     "batch_room",
     "demand_room",
-    "growth_model",
+    "growth_models",
     "kv_bound",
     "kv_full",
     "plateau",
@@ -62,15 +62,12 @@ def step_model(sig: StepSignals, th: Thresholds) -> StepModel | None:
     return _counters_model(sig) or _shares_model(sig) or _line_model(sig, th) or _tokens_model(sig, th)
 
 
-def growth_model(sig: StepSignals, th: Thresholds) -> StepModel | None:
-    """How the step's time grows with its batch, for what a larger batch (more load, a higher cap,
-    a larger cache) would buy: :func:`step_model`, unless the series' step time grew faster than
-    its terms allow; then the step-time line, which holds every per-token cost, the ones no FLOP
-    or byte counter sees (output processing on the engine's CPU, say)."""
-    model = step_model(sig, th)
-    if model is not None and model.understates_growth:
-        return _line_model(sig, th) or model
-    return model
+def growth_models(sig: StepSignals, th: Thresholds) -> list[StepModel]:
+    """Every model of how the step's time grows with its batch that the series measured: the
+    FLOP/byte counters' (measured work) and the step-time line's (measured time; it holds the
+    per-token costs no counter sees, such as output processing on the engine's CPU)."""
+    out = [m for m in (step_model(sig, th), _line_model(sig, th)) if m is not None and m.measured_growth]
+    return out if len(out) < 2 or out[0] is not out[1] else out[:1]
 
 
 def _counters_model(sig: StepSignals) -> StepModel | None:

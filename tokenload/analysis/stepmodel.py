@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-__all__ = ["GROWTH_NOISE", "MACHINE_BALANCE", "OVERLAP", "STEP_OVERHEAD_MS", "StepModel"]
+__all__ = ["MACHINE_BALANCE", "OVERLAP", "STEP_OVERHEAD_MS", "StepModel"]
 
 #: FLOP/byte at which a GPU's compute time equals its memory time (dense BF16 peak over memory
 #: bandwidth), used when the user gives no --gpu-peaks. Datasheet figures: A100 SXM 312 T / 2.04
@@ -52,12 +52,6 @@ OVERLAP = 0.5
 STEP_OVERHEAD_MS = 1.0
 
 
-#: How much faster than its work a step's measured time may grow between two loads before the
-#: work's terms are taken to miss a cost: the step times' own noise between loads (the mean of
-#: a few hundred steps of mixed prefill and decode), 10 %.
-GROWTH_NOISE = 0.10
-
-
 @dataclass(frozen=True, slots=True)
 class StepModel:
     """An engine step's compute and memory terms (any one unit) and how they combine."""
@@ -72,10 +66,6 @@ class StepModel:
     #: Whether the series measured how the step grows with its batch (else ``memory_batch`` is
     #: a prior): a model that did not is not asked whether more load would pay.
     measured_growth: bool = True
-    #: The series' step time grew faster than these terms allow (no fixed time >= 0 explains
-    #: it): the step has a batch-proportional cost they do not hold (output processing on the
-    #: engine's CPU, say), so how it grows is better read from the step-time line.
-    understates_growth: bool = False
 
     def time(self, batch: float = 1.0, flops: float = 1.0, bandwidth: float = 1.0) -> float:
         """The step's time with the running batch ``batch`` times as large and FLOP/s and
@@ -113,18 +103,12 @@ class StepModel:
             return self
         r2 = self.time()
         overhead_ms = 0.0
-        understates = False
         if other is not None and other_ms and step_ms > other_ms:
             r1 = other.time()
-            # A fixed time only damps growth: ms grows at most as the work does. Beyond that (by
-            # more than GROWTH_NOISE) the terms miss a cost that grows with the batch.
-            understates = r1 > 0 and step_ms / other_ms > (1.0 + GROWTH_NOISE) * r2 / r1
             if r2 > 1.1 * r1:
                 overhead_ms = step_ms - (step_ms - other_ms) / (r2 - r1) * r2
         overhead_ms = min(max(overhead_ms, STEP_OVERHEAD_MS), 0.5 * step_ms)
-        return replace(
-            self, overhead=overhead_ms * r2 / (step_ms - overhead_ms), understates_growth=understates
-        )
+        return replace(self, overhead=overhead_ms * r2 / (step_ms - overhead_ms))
 
     @classmethod
     def from_counters(
