@@ -38,7 +38,7 @@ __all__ = ["main"]
 
 _LOCUSTFILE = '''"""The locustfile this sweep ran (written by tokenload sweep)."""
 
-from tokenload.loadgen.shapes import {shape_class}
+from tokenload.loadgen.{shape_module} import {shape_class}
 from tokenload.loadgen.user import {user_class}
 
 
@@ -50,11 +50,13 @@ class Shape({shape_class}):
     pass
 '''
 
+#: --shape -> (module of tokenload.loadgen, class)
 _SHAPES = {
-    "staircase": "StaircaseShape",
-    "knee": "KneeShape",
-    "rate": "RateShape",
-    "context": "ContextSweepShape",
+    "staircase": ("shapes", "StaircaseShape"),
+    "knee": ("shapes", "KneeShape"),
+    "rate": ("shapes", "RateShape"),
+    "context": ("shapes", "ContextSweepShape"),
+    "slo": ("slo_shape", "SLOShape"),
 }
 
 
@@ -82,6 +84,8 @@ def _check(args: argparse.Namespace) -> None:
     try:
         if args.shape == "rate":
             rate_staircase(parse_rate_list(args.rate), args.step_duration, args.warmup, args.max_in_flight)
+        elif args.shape == "slo":
+            rate_staircase([args.slo_start], args.step_duration, args.warmup, args.max_in_flight)
         else:
             levels = parse_concurrency_list(args.concurrency) if args.shape == "staircase" else [1]
             staircase(levels, args.step_duration, args.warmup)
@@ -89,6 +93,10 @@ def _check(args: argparse.Namespace) -> None:
             staircase([1], args.probe_duration, args.warmup)
     except StepSpecError as exc:
         raise SweepError(str(exc)) from None
+    if args.shape == "slo" and not args.slo.strip():
+        raise SweepError("--slo: the slo shape needs an SLO, e.g. --slo ttft_p95_ms=500,tpot_p95_ms=50")
+    if args.slo_max < args.slo_start:
+        raise SweepError(f"--slo-max: expected a rate >= --slo-start, got {args.slo_max:g}")
     if args.knee_max < args.knee_start:
         raise SweepError(f"--knee-max: expected an integer >= --knee-start, got {args.knee_max}")
     if args.workload:
@@ -135,7 +143,8 @@ EXPECT_WORKERS_MAX_WAIT_S = 60
 def _run_locust(args: argparse.Namespace, host: str, run_dir: Path) -> int:
     locustfile = run_dir / "locustfile.py"
     user = "ChatUser" if args.endpoint == "chat" else "CompletionsUser"
-    locustfile.write_text(_LOCUSTFILE.format(user_class=user, shape_class=_SHAPES[args.shape]))
+    module, cls = _SHAPES[args.shape]
+    locustfile.write_text(_LOCUSTFILE.format(user_class=user, shape_module=module, shape_class=cls))
     common = [_locust_bin(), "-f", str(locustfile)]
     # Every run option that is not Locust's default, as flags; the workload file by its full path.
     given = dict(vars(args), workload=str(Path(args.workload).resolve()) if args.workload else "")
@@ -237,6 +246,11 @@ def print_findings(summary: dict[str, Any]) -> None:
             f"knee search: {search['outcome']}; between {search['last_unsaturated_concurrency']} and "
             f"{search['first_saturated_concurrency']} users ({len(search['probes'])} steps)"
         )
+    if search.get("shape") == "slo":
+        cap, hi = search.get("slo_capacity_rps"), (search.get("bracket") or [None, None])[1]
+        top = f"; the lowest rate above it that did not: {hi:g} req/s" if hi is not None else ""
+        found = f"{cap:g} req/s meets the SLO{top}" if cap is not None else "no probed rate met the SLO"
+        print(f"slo search: {search['outcome']}; {found} ({len(search['probes'])} probes)")
     if search.get("stop_reason"):
         print(f"stopped early: {search['stop_reason']}")
 

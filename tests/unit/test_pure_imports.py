@@ -13,6 +13,7 @@ PURE = [
     "tokenload.analysis.headroom",
     "tokenload.analysis.signals",
     "tokenload.analysis.stepmodel",
+    "tokenload.analysis.slo_search",
     "tokenload.analysis.judge",
     "tokenload.analysis.thresholds",
     "tokenload.analysis.oversaturation",

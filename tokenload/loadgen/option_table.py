@@ -75,6 +75,10 @@ GROUPS: dict[str, tuple[str, str | None]] = {
     "server": ("tokenload server metrics", "the server's figures and tokenload's own /metrics"),
     "steps": ("tokenload steps", "for the load shapes (locustfiles/staircase.py, ...)"),
     "knee": ("tokenload knee search", "for the knee shape (locustfiles/knee.py)"),
+    "slo": (
+        "tokenload SLO search",
+        "for the slo shape (locustfiles/slo.py): the highest rate that meets an SLO",
+    ),
     "stop": ("tokenload stop conditions", "end a shape early"),
 }
 
@@ -85,9 +89,10 @@ OPTIONS: tuple[Option, ...] = (
         "--shape",
         "target",
         "staircase: --concurrency steps; knee: adaptive search for the saturation concurrency; "
-        "rate: open-loop --rate steps; context: one step per --prompt-lengths length at each --concurrency",
+        "rate: open-loop --rate steps; context: one step per --prompt-lengths length at each --concurrency; "
+        "slo: open-loop search for the highest request rate that meets --slo",
         default="staircase",
-        choices=("context", "knee", "rate", "staircase"),
+        choices=("context", "knee", "rate", "slo", "staircase"),
         scope="sweep",
     ),
     Option(
@@ -286,6 +291,50 @@ OPTIONS: tuple[Option, ...] = (
         "knee",
         "Seconds each probe step (the geometric climb) is held; default: half of --step-duration",
         type=t.positive_seconds,
+    ),
+    # --- the SLO search ----------------------------------------------------------------------
+    Option(
+        "--slo",
+        "slo",
+        "The SLO every probe must meet, e.g. ttft_p95_ms=500,tpot_p95_ms=50 (any of ttft, tpot, "
+        "itl, e2e at p50, p90, p95 or p99), judged on each percentile's 95 %% interval",
+        default="",
+        type=t.slo_type("--slo"),
+    ),
+    Option(
+        "--slo-attainment",
+        "slo",
+        "Also require this share of a probe's requests to meet every per-request limit of --slo "
+        "(ttft, tpot, e2e), judged on the share's 95 %% interval, e.g. 0.99",
+        type=t.number(float, lambda v: 0 < v <= 1, "a share in (0, 1]"),
+    ),
+    Option(
+        "--slo-start", "slo", "First request rate of the search (req/s)", default=1.0, type=t.positive_number
+    ),
+    Option(
+        "--slo-factor", "slo", "Each climbing probe's rate over the last one's", default=2.0, type=t.factor
+    ),
+    Option(
+        "--slo-max",
+        "slo",
+        "Highest request rate the search may try (req/s)",
+        default=1000.0,
+        type=t.positive_number,
+    ),
+    Option(
+        "--slo-resolution",
+        "slo",
+        "Bisect until the failing rate is within this share above the passing one (0.1 = 10 %%)",
+        default=0.1,
+        type=t.number(float, lambda v: 0 < v <= 1, "a share in (0, 1]"),
+    ),
+    Option(
+        "--slo-repeats",
+        "slo",
+        "Times a probe whose interval straddles a limit is repeated (each twice as long) before it "
+        "is reported indeterminate and counted as not meeting the SLO",
+        default=1,
+        type=t.number(int, lambda v: v >= 0, "0 or more repeats"),
     ),
     # --- stop conditions ---------------------------------------------------------------------
     Option(

@@ -22,6 +22,7 @@ __all__ = [
     "metrics_url_type",
     "number",
     "port",
+    "positive_number",
     "positive_seconds",
     "promql_type",
     "seconds_or_fraction",
@@ -66,6 +67,7 @@ def number(cast: Callable[[str], Any], ok: Callable[[Any], bool], expected: str)
 
 
 positive_seconds = number(float, lambda v: v > 0, "a positive number of seconds")
+positive_number = number(float, lambda v: v > 0 and v < 1e7, "a positive number")
 seconds_or_fraction = number(
     float, lambda v: v >= 0, "a fraction of the step (< 1) or seconds (>= 1), not negative"
 )

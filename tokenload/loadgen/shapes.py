@@ -90,6 +90,10 @@ class StepShape(LoadTestShape):
         """Steps known in advance (for the web UI and progress), if any."""
         return []
 
+    def drains(self) -> bool:
+        """Whether each step starts from an idle server (``--drain``)."""
+        return bool(_opt(self, "drain"))
+
     # -- the state machine -----------------------------------------------------------------------
     @property
     def ctx(self) -> plugin.RunContext:
@@ -124,7 +128,7 @@ class StepShape(LoadTestShape):
             ):  # the budget cuts a step its ramp delayed
                 if precise and elapsed < step.duration_s:
                     self.ctx.steps.note_precise(step.index)
-                self.ctx.end_step(step, now, drain=bool(_opt(self, "drain")))
+                self.ctx.end_step(step, now, drain=self.drains())
                 self.ended_at = now
                 self.ctx.request_reports()
             else:
@@ -138,13 +142,13 @@ class StepShape(LoadTestShape):
             return self._spawn(step)
         unfinished = self.ctx.unfinished(step.index)
         # --drain: nothing may be in flight either (no user starts one meanwhile).
-        busy = self.ctx.in_flight_total() if _opt(self, "drain") else 0
+        busy = self.ctx.in_flight_total() if self.drains() else 0
         settle_s = float(_opt(self, "settle_timeout"))
         if (unfinished or busy) and now - self.ended_at < settle_s:
             if not self.ctx.awaiting_reports:
                 self.ctx.request_reports()
             return self._spawn(step)
-        if _opt(self, "drain"):
+        if self.drains():
             self.ctx.steps.note_drained(step.index, now - self.ended_at, busy)
             if busy:
                 log.warning(

@@ -42,6 +42,7 @@ __all__ = [
     "good_share",
     "parse_slo",
     "replicas_needed",
+    "search_capacity",
     "step_load",
 ]
 
@@ -280,6 +281,30 @@ def find_capacity(
         output_tokens_per_s=step.get("output_tokens_per_s") or 0.0,
         basis=basis,
         share=share,
+    )
+
+
+def search_capacity(
+    steps: list[dict[str, Any]], search: dict[str, Any], slo: SLO, requests: Iterable[dict[str, Any]] = ()
+) -> Capacity | None:
+    """The capacity an SLO search (``--shape slo``, summary.json's ``search``) found: its answer
+    step, the highest rate shown to meet the SLO on 95 % intervals (None when none was)."""
+    index = search.get("answer_step")
+    step = next((s for s in steps if s.get("index") == index), None) if index is not None else None
+    if step is None or search.get("slo_capacity_rps") is None:
+        return None
+    hi = (search.get("bracket") or [None, None])[1]
+    above = f"; the lowest rate above it that did not: {hi:g} req/s" if hi is not None else ""
+    if not search.get("determinate", True):
+        above += " (an end of that bracket straddled the limit and was decided on point estimates)"
+    return Capacity(
+        step_index=index,
+        load=float(search["slo_capacity_rps"]),
+        load_unit=_unit(step),
+        requests_per_s=step.get("requests_per_s") or 0.0,
+        output_tokens_per_s=step.get("output_tokens_per_s") or 0.0,
+        basis=(f"SLO search ({search.get('outcome')}): highest probed rate meeting the SLO{above}"),
+        share=good_share(requests, index, slo),
     )
 
 

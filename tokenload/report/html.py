@@ -13,7 +13,7 @@ from html import escape
 from typing import Any
 
 from tokenload.report.charts import build_charts
-from tokenload.report.markdown import capacity_lines, slo_rows
+from tokenload.report.markdown import SEARCH_NOTE, capacity_lines, slo_rows
 from tokenload.report.model import ReportModel, reconstructed_command
 from tokenload.report.redact import redact
 from tokenload.report.svg import render_chart
@@ -25,6 +25,7 @@ from tokenload.report.tables import (
     flag_warnings,
     interval_table,
     prediction_sentence,
+    slo_search_table,
     step_cells,
     verdict_sentence,
     what_if_table,
@@ -110,6 +111,14 @@ def render_html(model: ReportModel) -> str:
             header, rows = slo_rows(model)
             parts.append(_table(header, rows, left=2))
         parts.append("<ul>" + "".join(f"<li>{escape(line)}</li>" for line in capacity_lines(model)) + "</ul>")
+    search = s.get("search") or {}
+    if search.get("shape") == "slo":
+        header, rows = slo_search_table(search)
+        parts += [
+            '<h3 id="slo-search">SLO search probes</h3>',
+            _table(header, rows, left=3),
+            f"<p>{escape(SEARCH_NOTE)}</p>",
+        ]
     if s.get("what_if"):
         header, rows = what_if_table(s["what_if"])
         parts.append('<h2 id="what-if">What if (predicted)</h2>')

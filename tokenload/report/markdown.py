@@ -19,11 +19,20 @@ from tokenload.report.tables import (
     load_label,
     markdown_table,
     prediction_sentence,
+    slo_search_table,
     step_cells,
     what_if_table,
 )
 
-__all__ = ["capacity_lines", "render_markdown", "slo_rows"]
+__all__ = ["SEARCH_NOTE", "capacity_lines", "render_markdown", "slo_rows"]
+
+#: How an SLO search judged its probes (analysis/slo_search.py), in words.
+SEARCH_NOTE = (
+    "Each probe is an open-loop rate step. An item passes when its 95 % interval lies at or under "
+    "the limit, fails when it lies above, and is indeterminate when it straddles the limit; an "
+    "indeterminate probe is repeated twice as long, and if it still straddles, its point estimates "
+    "decide where the search goes (it stays marked indeterminate)."
+)
 
 
 def slo_rows(model: ReportModel) -> tuple[list[str], list[list[str]]]:
@@ -124,6 +133,9 @@ def render_markdown(model: ReportModel) -> str:
             out += [markdown_table(*slo_rows(model)), ""]
         out += [f"- {line}" for line in capacity_lines(model)]
         out.append("")
+    search = s.get("search") or {}
+    if search.get("shape") == "slo":
+        out += ["### SLO search probes", "", markdown_table(*slo_search_table(search)), "", SEARCH_NOTE, ""]
     out += ["## Failures by class", ""]
     header, rows = failure_counts(model.steps, model.requests)
     out += [markdown_table(header, rows) if rows else "No failed requests.", ""]

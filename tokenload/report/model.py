@@ -25,7 +25,9 @@ from tokenload.report.capacity import (
     Target,
     check_steps,
     find_capacity,
+    parse_slo,
     replicas_needed,
+    search_capacity,
 )
 from tokenload.report.redact import redact
 from tokenload.report.tables import load_label
@@ -133,7 +135,15 @@ def build_model(
     th = thresholds or Thresholds()
     fresh = refresh_verdicts(summary, th)
     steps = fresh.get("steps") or []
-    capacity = find_capacity(steps, slo, requests)
+    search = fresh.get("search") or {}
+    # An SLO search's answer is the capacity under its own SLO (the report's --slo may ask
+    # about another one: then the steps are checked against that, as for any sweep).
+    searched = parse_slo(search["slo"]) if search.get("shape") == "slo" and search.get("slo") else None
+    slo = slo if slo is not None else searched
+    if searched is not None and slo is not None and str(slo) == str(searched):
+        capacity = search_capacity(steps, search, slo, requests)
+    else:
+        capacity = find_capacity(steps, slo, requests)
     plan, plan_error = None, None
     if target is not None:
         if capacity is None:

@@ -19,6 +19,7 @@ __all__ = [
     "load_label",
     "markdown_table",
     "prediction_sentence",
+    "slo_search_table",
     "step_cells",
     "text_table",
     "verdict_sentence",
@@ -286,6 +287,39 @@ def what_if_table(what_if: list[dict[str, Any]]) -> tuple[list[str], list[list[s
                 "-" if cap is None else f"{cap['load']:g} {str(cap['load_unit']).split()[0]}",
                 "-" if cap is None else fmt(cap["requests_per_s"], 2),
                 str(rep["replicas"]) if "replicas" in rep else "-",
+            ]
+        )
+    return header, rows
+
+
+def _check_cell(check: dict[str, Any]) -> str:
+    lo, hi = (check.get("ci95") or [None, None])[:2]
+    share = check["name"] in ("attainment", "failed_share")
+    digits = 3 if share else 1
+    ci = f" [{fmt(lo, digits)}, {fmt(hi, digits)}]" if lo is not None or hi is not None else ""
+    return f"{fmt(check.get('value'), digits)}{ci} vs {check['limit']:g}: {check['outcome']}"
+
+
+def slo_search_table(search: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The SLO search's probes in the order they ran: rate, outcome, each item's value with its
+    95 % interval against the limit, and the step's verdict."""
+    names: list[str] = []
+    for p in search.get("probes") or []:
+        for c in p.get("checks") or []:
+            if c["name"] not in names:
+                names.append(c["name"])
+    header = ["step", "rate req/s", "outcome", *names, "verdict"]
+    rows = []
+    for p in search.get("probes") or []:
+        by = {c["name"]: c for c in p.get("checks") or []}
+        repeat = f" (repeat {p['repeat']})" if p.get("repeat") else ""
+        rows.append(
+            [
+                str(p["step"]),
+                f"{p['rate_rps']:.4g}",
+                p["outcome"] + repeat,
+                *[_check_cell(by[n]) if n in by else "-" for n in names],
+                p.get("bottleneck") or "-",
             ]
         )
     return header, rows

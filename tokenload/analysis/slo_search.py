@@ -1,0 +1,328 @@
+"""The SLO capacity search (``--shape slo``): the highest request rate whose steps meet every
+SLO, found in open loop. Pure: steps in ``summary.json`` form in, the next rate out.
+
+A *probe* is one open-loop rate step. It is judged beyond sampling noise, never on a point
+estimate alone:
+
+* an SLO item (``ttft_p95_ms=500``) *passes* when the 95 % interval of the step's percentile
+  (``summary.json``'s ``ci95``: order statistics, :mod:`tokenload.metrics.intervals`) lies at or
+  under the limit, *fails* when it lies wholly above, and is *indeterminate* when it straddles
+  the limit or a side of it cannot be bounded (too few requests for that percentile);
+* with ``--slo-attainment A``: the share of the step's measured requests that met every
+  per-request limit (failed requests never do; :func:`tokenload.report.capacity.good_share`),
+  with its 95 % Wilson interval, against A, in the same three ways;
+* a step whose failed share is above ``--stop-error-rate`` fails outright (the server refused
+  the load; its latencies describe only the requests it took).
+
+The probe passes when every item passes, fails when any item fails, else it is indeterminate.
+
+The search: probes grow by ``factor`` from ``start`` while they pass (up to ``max_rate``), then
+bisect geometrically between the highest passing and the lowest failing rate until
+``hi / lo <= 1 + resolution``. A first probe that fails is followed by lower ones (``/ factor``,
+at most :data:`MAX_DOWN_STEPS` times). An indeterminate probe is repeated at the same rate, each
+repeat twice as long (twice the requests, a narrower interval), up to ``repeats`` times, the
+latest probe at a rate standing for it. One still indeterminate is then *decided on its point
+estimates* (every item's value within its limit: the same test a staircase applies) and stays
+reported ``indeterminate``: counting it as failing instead costs a fifth to a third of the rate
+on lognormal latencies (tests/analysis/test_slo_search.py measured it), because near capacity a
+p95 within 30 % of its limit needs thousands of requests to be shown either way. The result says
+whether both ends of its bracket were determinate (``determinate``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from tokenload.metrics.intervals import quantile_rank_interval
+from tokenload.report.capacity import SLO, Share
+
+__all__ = [
+    "MAX_DOWN_STEPS",
+    "PROBE_REQUESTS_FACTOR",
+    "ItemCheck",
+    "Probe",
+    "SearchPlan",
+    "judge_probe",
+    "min_requests",
+    "next_probe",
+    "probe_duration",
+    "search_result",
+    "share_interval",
+]
+
+PASS, FAIL, INDETERMINATE = "pass", "fail", "indeterminate"
+#: How many times a failing first probe is followed by one ``factor`` lower before the search
+#: gives up (``fails_at_lowest``): 3 halvings reach an eighth of --slo-start.
+MAX_DOWN_STEPS = 3
+_Z = 1.959963984540054  # the standard normal's 97.5th percentile (a two-sided 95 % interval)
+
+
+def share_interval(good: int, n: int) -> tuple[float, float] | None:
+    """The 95 % Wilson score interval of a share ``good / n`` (independent requests); None
+    without requests. Wilson's, not the normal approximation's, because attainment targets sit
+    near 1 where that one leaves [0, 1]."""
+    if n < 1:
+        return None
+    p = good / n
+    z2 = _Z * _Z
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = _Z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+#: A probe is planned to hold this many times the fewest requests that can bound its SLO's
+#: percentiles on both sides: with the fewest, a p95's upper bound is the sample maximum, with
+#: twice as many it is an inner order statistic (a far narrower interval on a lognormal tail).
+PROBE_REQUESTS_FACTOR = 2
+
+
+def min_requests(slo: SLO, attainment: float | None) -> int:
+    """The fewest measured requests with which every item can be decided at all: both sides of
+    each percentile's 95 % interval bounded (p95: 72, p99: 368), and, with an attainment A, a
+    share of 1 whose Wilson lower bound reaches A (n >= z^2 A / (1 - A): 380 for 0.99)."""
+    need = 1
+    for item in slo.items:
+        q = float(item.quantile[1:]) / 100.0
+        n = 1
+        while None in quantile_rank_interval(n, q) and n < 1_000_000:
+            n = n * 2 if n < 64 else int(n * 1.25)
+        lo = n // 2 if n > 64 else 1
+        while lo < n:  # the smallest bounded n in (lo, n]
+            mid = (lo + n) // 2
+            if None in quantile_rank_interval(mid, q):
+                lo = mid + 1
+            else:
+                n = mid
+        need = max(need, n)
+    if attainment is not None and attainment < 1:
+        need = max(need, math.ceil(_Z * _Z * attainment / (1 - attainment)))
+    return need
+
+
+def probe_duration(step_duration_s: float, warmup: float, rate_rps: float, requests: int) -> float:
+    """Seconds a probe at ``rate_rps`` is held so that its measured part (after ``warmup``: a
+    fraction of the step below 1, else seconds) expects ``requests`` arrivals; never shorter
+    than ``step_duration_s``."""
+    measured = requests / rate_rps
+    needed = measured / (1.0 - warmup) if warmup < 1 else measured + warmup
+    return max(step_duration_s, needed)
+
+
+@dataclass(frozen=True, slots=True)
+class ItemCheck:
+    """One SLO item (or the attainment target) against one step."""
+
+    name: str  # ttft_p95_ms, ..., or attainment
+    limit: float
+    value: float | None
+    interval: tuple[float | None, float | None]
+    outcome: str  # pass | fail | indeterminate
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "limit": self.limit,
+            "value": self.value,
+            "ci95": list(self.interval),
+            "outcome": self.outcome,
+        }
+
+
+def _latency_check(name: str, limit: float, value: float | None, lo: float | None, hi: float | None) -> str:
+    if value is None:
+        return INDETERMINATE
+    if hi is not None and hi <= limit:
+        return PASS
+    if lo is not None and lo > limit:
+        return FAIL
+    return INDETERMINATE
+
+
+def judge_probe(
+    step: dict[str, Any], slo: SLO, attainment: float | None, share: Share | None, max_error_rate: float
+) -> tuple[str, bool, list[ItemCheck]]:
+    """The probe's outcome (pass, fail, indeterminate), whether its point estimates meet every
+    item, and each item's check; see the module docstring. ``share`` is the step's good share
+    (needed with ``attainment``)."""
+    checks: list[ItemCheck] = []
+    for item in slo.items:
+        value = (step.get(item.field) or {}).get(item.quantile)
+        ci = ((step.get("ci95") or {}).get(item.field) or {}).get(item.quantile) or [None, None]
+        lo, hi = ci[0], ci[1]
+        checks.append(
+            ItemCheck(
+                item.name,
+                item.limit_ms,
+                value,
+                (lo, hi),
+                _latency_check(item.name, item.limit_ms, value, lo, hi),
+            )
+        )
+    if attainment is not None:
+        interval = share_interval(share.good, share.requests) if share is not None else None
+        value = share.request_share if share is not None else None
+        if interval is None:
+            outcome, interval = INDETERMINATE, (None, None)
+        elif interval[0] >= attainment:
+            outcome = PASS
+        elif interval[1] < attainment:
+            outcome = FAIL
+        else:
+            outcome = INDETERMINATE
+        checks.append(ItemCheck("attainment", attainment, value, interval, outcome))
+    reqs = step.get("requests") or {}
+    total = (reqs.get("ok") or 0) + (reqs.get("failed") or 0)
+    if total and (reqs.get("failed") or 0) / total > max_error_rate:
+        share_failed = (reqs.get("failed") or 0) / total
+        checks.append(ItemCheck("failed_share", max_error_rate, share_failed, (None, None), FAIL))
+    meets = bool(checks) and all(_meets(c) for c in checks)
+    outcomes = {c.outcome for c in checks}
+    if not checks:
+        return INDETERMINATE, False, checks
+    if FAIL in outcomes:
+        return FAIL, False, checks
+    if INDETERMINATE in outcomes:
+        return INDETERMINATE, meets, checks
+    return PASS, True, checks
+
+
+def _meets(check: ItemCheck) -> bool:
+    """The point estimate's test: a latency at or under its limit, a share at or over its target."""
+    if check.outcome == FAIL or check.value is None:
+        return False
+    if check.name == "attainment":
+        return check.value >= check.limit
+    return check.value <= check.limit
+
+
+@dataclass(slots=True)
+class Probe:
+    """One probe as the search saw it."""
+
+    step: int
+    rate_rps: float
+    duration_s: float
+    outcome: str
+    #: Whether the point estimates meet every item (decides a probe still indeterminate).
+    meets: bool = False
+    checks: list[ItemCheck] = field(default_factory=list)
+    bottleneck: str | None = None
+    #: How many probes at this rate came before this one (a repeat of an indeterminate one).
+    repeat: int = 0
+    #: The step's measured request rate and the share of its requests that met every
+    #: per-request limit (for the goodput at the answer).
+    requests_per_s: float | None = None
+    good_share: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "rate_rps": self.rate_rps,
+            "duration_s": self.duration_s,
+            "outcome": self.outcome,
+            "meets_point_estimate": self.meets,
+            "repeat": self.repeat,
+            "bottleneck": self.bottleneck,
+            "requests_per_s": self.requests_per_s,
+            "good_share": self.good_share,
+            "checks": [c.to_dict() for c in self.checks],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SearchPlan:
+    """The search's settings (``--slo-start``, ``--slo-factor``, ``--slo-max``,
+    ``--slo-resolution``, ``--slo-repeats``)."""
+
+    start: float
+    factor: float = 2.0
+    max_rate: float = 1000.0
+    resolution: float = 0.1
+    repeats: int = 1
+
+    def __post_init__(self) -> None:
+        if not (self.start > 0 and self.factor > 1 and self.max_rate >= self.start):
+            raise ValueError(f"slo search: expected 0 < start <= max and factor > 1, got {self}")
+        if not self.resolution > 0:
+            raise ValueError(f"--slo-resolution: expected a share > 0, got {self.resolution:g}")
+
+
+def _passes(p: Probe) -> bool:
+    return p.outcome == PASS or (p.outcome == INDETERMINATE and p.meets)
+
+
+def _standing(probes: list[Probe]) -> dict[float, Probe]:
+    """The latest probe at each rate (a repeat stands for the probes before it)."""
+    return {p.rate_rps: p for p in probes}
+
+
+def _ends(probes: list[Probe]) -> tuple[Probe | None, Probe | None]:
+    """The highest passing probe and the lowest not-passing one above it."""
+    standing = list(_standing(probes).values())
+    lo = max((p for p in standing if _passes(p)), key=lambda p: p.rate_rps, default=None)
+    above = [p for p in standing if not _passes(p) and (lo is None or p.rate_rps > lo.rate_rps)]
+    return lo, min(above, key=lambda p: p.rate_rps, default=None)
+
+
+def _bracket(probes: list[Probe]) -> tuple[float | None, float | None]:
+    lo, hi = _ends(probes)
+    return (lo.rate_rps if lo else None), (hi.rate_rps if hi else None)
+
+
+def next_probe(probes: list[Probe], plan: SearchPlan) -> tuple[float, int] | str:
+    """The next probe (its rate and its repeat number: 0 for a new rate), or why the search
+    ends: ``found``, ``not_reached`` (it met the SLO up to ``max_rate``) or ``fails_at_lowest``."""
+    if not probes:
+        return plan.start, 0
+    last = probes[-1]
+    if last.outcome == INDETERMINATE and last.repeat < plan.repeats:
+        return last.rate_rps, last.repeat + 1
+    lo, hi = _bracket(probes)
+    if hi is None:  # everything so far passed: climb
+        assert lo is not None
+        if lo >= plan.max_rate:
+            return "not_reached"
+        return min(plan.max_rate, lo * plan.factor), 0
+    if lo is None:  # nothing passed yet: go down
+        lowest = min(p.rate_rps for p in probes)
+        if lowest <= plan.start / plan.factor**MAX_DOWN_STEPS * (1 + 1e-9):
+            return "fails_at_lowest"
+        return lowest / plan.factor, 0
+    if hi / lo <= 1 + plan.resolution:
+        return "found"
+    return float(f"{math.sqrt(lo * hi):.4g}"), 0  # the geometric middle, to 4 digits
+
+
+def search_result(probes: list[Probe], outcome: str, slo: SLO, attainment: float | None) -> dict[str, Any]:
+    """summary.json's ``search`` for the SLO search. ``slo_capacity_rps`` is the highest rate
+    that met the SLO (None when none did); ``determinate``: both ends of the bracket were decided
+    on their intervals, not on point estimates."""
+    answer, top = _ends(probes)
+    lo, hi = _bracket(probes)
+    standing = _standing(probes)
+    failing = [p for p in probes if not _passes(p) and standing[p.rate_rps] is p]
+    return {
+        "shape": "slo",
+        "outcome": outcome,
+        "slo": str(",".join(f"{i.name}={i.limit_ms:g}" for i in slo.items)),
+        "slo_attainment": attainment,
+        "slo_capacity_rps": lo,
+        "bracket": [lo, hi],
+        "determinate": all(p.outcome != INDETERMINATE for p in (answer, top) if p is not None),
+        "answer_step": answer.step if answer is not None else None,
+        # Goodput = the answer step's measured rate x the share of its requests that met every
+        # per-request limit (report/capacity.py's definition).
+        "goodput_rps": (
+            answer.requests_per_s * answer.good_share
+            if answer is not None and answer.requests_per_s is not None and answer.good_share is not None
+            else None
+        ),
+        "first_failing_probe": (
+            {"step": failing[0].step, "rate_rps": failing[0].rate_rps, "bottleneck": failing[0].bottleneck}
+            if failing
+            else None
+        ),
+        "probes": [p.to_dict() for p in probes],
+    }

@@ -1,0 +1,134 @@
+"""``SLOShape``: the SLO capacity search in open loop (``--shape slo``, ``locustfiles/slo.py``).
+
+Each probe is an open-loop rate step (``--arrival`` over ``--max-in-flight`` users) judged by
+:mod:`tokenload.analysis.slo_search`; every probe starts from an idle server (the previous one's
+requests have ended, as with ``--drain``): a probe above capacity leaves a queue that would
+otherwise fail the next, lower one. summary.json's ``search`` holds the answer
+(``slo_capacity_rps``), its bracket and every probe with its intervals.
+"""
+
+from __future__ import annotations
+
+import locust  # noqa: F401  (gevent patches sockets before anything below is imported)
+
+import dataclasses
+import logging
+from typing import Any
+
+from tokenload.analysis.slo_search import (
+    PROBE_REQUESTS_FACTOR,
+    Probe,
+    SearchPlan,
+    judge_probe,
+    min_requests,
+    next_probe,
+    probe_duration,
+    search_result,
+)
+from tokenload.loadgen.shapes import StepShape, _opt
+from tokenload.loadgen.steps import Step, rate_staircase
+from tokenload.report.capacity import SLO, good_share, parse_slo
+
+__all__ = ["SLOShape"]
+
+log = logging.getLogger("tokenload")
+
+
+class SLOShape(StepShape):
+    """Grow the request rate from ``--slo-start`` by ``--slo-factor`` while probes meet ``--slo``
+    (and ``--slo-attainment``), then bisect until the bracket is within ``--slo-resolution``."""
+
+    abstract = True
+    open_loop = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.probes: list[Probe] = []
+        self.outcome = "running"
+        self._slo: SLO | None = None
+        self._plan: SearchPlan | None = None
+        self._pending: tuple[int, float, int] | None = None  # (step index, rate, repeat)
+
+    def drains(self) -> bool:
+        return True
+
+    def _settings(self) -> tuple[SLO, SearchPlan, float | None]:
+        if self._slo is None or self._plan is None:
+            text = str(_opt(self, "slo") or "")
+            if not text.strip():
+                raise ValueError(
+                    "--slo: the slo shape needs an SLO, e.g. --slo ttft_p95_ms=500,tpot_p95_ms=50"
+                )
+            self._slo = parse_slo(text)
+            self._plan = SearchPlan(
+                start=float(_opt(self, "slo_start")),
+                factor=float(_opt(self, "slo_factor")),
+                max_rate=float(_opt(self, "slo_max")),
+                resolution=float(_opt(self, "slo_resolution")),
+                repeats=int(_opt(self, "slo_repeats")),
+            )
+        attainment = _opt(self, "slo_attainment")
+        return self._slo, self._plan, (float(attainment) if attainment is not None else None)
+
+    def _stop_condition(self, steps: list[dict[str, Any]]) -> str | None:
+        # A probe that breaks the SLO, fails requests or over-saturates the server is a failing
+        # probe, not a reason to stop: the search bisects below it.
+        return None
+
+    def _judge(self, step: dict[str, Any], slo: SLO, attainment: float | None) -> Probe:
+        assert self._pending is not None
+        index, rate, repeat = self._pending
+        ctx = self.ctx
+        ctx.flush()
+        records: list[dict[str, Any]] = []
+        if ctx.records is not None:
+            from tokenload.results.records_file import read_records
+
+            records = read_records(ctx.records.path.parent)
+        share = good_share(records, index, slo)
+        outcome, meets, checks = judge_probe(
+            step, slo, attainment, share, float(_opt(self, "stop_error_rate"))
+        )
+        probe = Probe(
+            step=index,
+            rate_rps=rate,
+            duration_s=float(step.get("measured_s") or 0.0),
+            outcome=outcome,
+            meets=meets,
+            checks=checks,
+            bottleneck=(step.get("verdict") or {}).get("bottleneck"),
+            repeat=repeat,
+            requests_per_s=step.get("requests_per_s"),
+            good_share=share.request_share,
+        )
+        failing = "; ".join(f"{c.name} {c.outcome}" for c in checks if c.outcome != "pass")
+        log.warning("tokenload: slo search: %g req/s %s%s", rate, outcome, f" ({failing})" if failing else "")
+        return probe
+
+    def next_step(self, index: int, steps: list[dict[str, Any]]) -> Step | None:
+        slo, plan, attainment = self._settings()
+        if steps and self._pending is not None:
+            self.probes.append(self._judge(steps[-1], slo, attainment))
+        nxt = next_probe(self.probes, plan)
+        if isinstance(nxt, str):
+            self.outcome = nxt
+            self._pending = None
+            return None
+        rate, repeat = nxt
+        self._pending = (index, rate, repeat)
+        # Long enough for the SLO's percentiles to be bounded at all (a p99 needs hundreds of
+        # requests, whatever --step-duration says); a repeat twice as long as the probe before it.
+        warmup = float(_opt(self, "warmup"))
+        needed = min_requests(slo, attainment) * PROBE_REQUESTS_FACTOR
+        duration = probe_duration(float(_opt(self, "step_duration")), warmup, rate, needed) * 2**repeat
+        step = rate_staircase(
+            [round(rate, 6)], duration, float(_opt(self, "warmup")), int(_opt(self, "max_in_flight"))
+        )[0]
+        return dataclasses.replace(step, index=index)
+
+    def result(self) -> dict[str, Any]:
+        slo, _, attainment = self._settings()
+        outcome = self.outcome if self.outcome != "running" else "stopped"  # see stop_reason
+        out = search_result(self.probes, outcome, slo, attainment)
+        out["arrival"] = str(_opt(self, "arrival"))
+        return out
