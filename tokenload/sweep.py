@@ -57,6 +57,7 @@ _SHAPES = {
     "rate": ("shapes", "RateShape"),
     "context": ("shapes", "ContextSweepShape"),
     "slo": ("slo_shape", "SLOShape"),
+    "trace": ("trace_replay", "TraceShape"),
 }
 
 
@@ -93,6 +94,15 @@ def _check(args: argparse.Namespace) -> None:
             staircase([1], args.probe_duration, args.warmup)
     except StepSpecError as exc:
         raise SweepError(str(exc)) from None
+    if args.shape == "trace" or args.trace:
+        from tokenload.loadgen.trace_replay import load_run_trace
+        from tokenload.workload.errors import WorkloadError
+
+        try:
+            trace = load_run_trace(args)
+        except WorkloadError as exc:
+            raise SweepError(str(exc)) from None
+        staircase([1], trace.duration_s + 1.0, args.warmup)
     if args.shape == "slo" and not args.slo.strip():
         raise SweepError("--slo: the slo shape needs an SLO, e.g. --slo ttft_p95_ms=500,tpot_p95_ms=50")
     if args.slo_max < args.slo_start:
@@ -147,7 +157,11 @@ def _run_locust(args: argparse.Namespace, host: str, run_dir: Path) -> int:
     locustfile.write_text(_LOCUSTFILE.format(user_class=user, shape_module=module, shape_class=cls))
     common = [_locust_bin(), "-f", str(locustfile)]
     # Every run option that is not Locust's default, as flags; the workload file by its full path.
-    given = dict(vars(args), workload=str(Path(args.workload).resolve()) if args.workload else "")
+    given = dict(
+        vars(args),
+        workload=str(Path(args.workload).resolve()) if args.workload else "",
+        trace=str(Path(args.trace).resolve()) if args.trace else "",
+    )
     load = [
         "--host", host, "--headless", "--only-summary", "--run-dir", str(run_dir), *forwarded_argv(given),
         "--stop-timeout", "120", "--loglevel", "WARNING",

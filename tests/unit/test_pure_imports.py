@@ -38,6 +38,8 @@ PURE = [
     "tokenload.servermetrics.window",
     "tokenload.sim.costmodel",
     "tokenload.workload.lengths",
+    "tokenload.workload.trace",
+    "tokenload.workload.trace_prompts",
 ]
 
 _PROBE = """

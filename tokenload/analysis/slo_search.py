@@ -47,7 +47,7 @@ __all__ = [
     "judge_probe",
     "min_requests",
     "next_probe",
-    "probe_duration",
+    "probe_timing",
     "search_result",
     "share_interval",
 ]
@@ -101,13 +101,18 @@ def min_requests(slo: SLO, attainment: float | None) -> int:
     return need
 
 
-def probe_duration(step_duration_s: float, warmup: float, rate_rps: float, requests: int) -> float:
-    """Seconds a probe at ``rate_rps`` is held so that its measured part (after ``warmup``: a
-    fraction of the step below 1, else seconds) expects ``requests`` arrivals; never shorter
-    than ``step_duration_s``."""
-    measured = requests / rate_rps
-    needed = measured / (1.0 - warmup) if warmup < 1 else measured + warmup
-    return max(step_duration_s, needed)
+def probe_timing(
+    step_duration_s: float, warmup: float, rate_rps: float, requests: int, fill_s: float = 0.0
+) -> tuple[float, float]:
+    """(seconds a probe at ``rate_rps`` is held, seconds of it left out as warm-up). The warm-up
+    is ``warmup`` (a fraction of ``step_duration_s`` below 1, else seconds) but at least
+    ``fill_s``: a probe starts from an idle server, and in open loop its batch fills for about
+    one request's lifetime (Little's law), so measuring earlier would judge a lighter load than
+    the rate's. The measured part expects ``requests`` arrivals and is never shorter than what
+    ``step_duration_s`` leaves after the warm-up."""
+    warm = max(warmup * step_duration_s if warmup < 1 else warmup, fill_s)
+    measured = max(requests / rate_rps, step_duration_s - warm)
+    return warm + measured, warm
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +220,8 @@ class Probe:
     #: per-request limit (for the goodput at the answer).
     requests_per_s: float | None = None
     good_share: float | None = None
+    #: The step's E2E p90 in seconds (how long its batch takes to fill from idle).
+    e2e_p90_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -10,16 +10,20 @@ workers. Processes (``--arrival``):
 * ``gamma:B``: gamma gaps with shape B and mean 1/rate, B the *burstiness factor* as vLLM's
   ``benchmark_serving --burstiness`` defines it: B = 1 is Poisson, B < 1 burstier (coefficient
   of variation 1/sqrt(B)), B > 1 more even.
+
+A trace (``--shape trace``) is a schedule too: its rows' times, finite; each arrival's global
+index is then the row it sends.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ["ArrivalSpec", "ArrivalSpecError", "SlotSchedule", "global_gaps", "parse_arrival"]
+__all__ = ["ArrivalSpec", "ArrivalSpecError", "SlotSchedule", "global_gaps", "parse_arrival", "trace_gaps"]
 
 
 class ArrivalSpecError(ValueError):
@@ -68,30 +72,61 @@ def global_gaps(spec: ArrivalSpec, rate_rps: float, seed: int) -> Iterator[float
         yield rng.gammavariate(shape, mean / shape)
 
 
+def trace_gaps(times: list[float]) -> Iterator[float]:
+    """A trace's gaps between consecutive rows (its times from 0, in order); finite."""
+    for a, b in itertools.pairwise(times):
+        yield b - a
+
+
 class SlotSchedule:
     """One worker's share of a step's global schedule, as absolute times on the caller's clock.
 
-    The first global arrival is at ``t0`` (gap 0), the next at ``t0 + gap_1``, and so on.
+    The first global arrival is at ``t0`` (gap 0), the next at ``t0 + gap_1``, and so on. A finite
+    schedule (a trace) ends: past its last arrival, :meth:`next` returns infinity.
     """
 
-    __slots__ = ("_gaps", "_t", "of", "slot", "taken")
+    __slots__ = ("_gaps", "_t", "index", "last_index", "of", "slot", "taken")
 
-    def __init__(self, spec: ArrivalSpec, rate_rps: float, seed: int, t0: float, slot: int, of: int) -> None:
+    def __init__(
+        self,
+        spec: ArrivalSpec | None,
+        rate_rps: float,
+        seed: int,
+        t0: float,
+        slot: int,
+        of: int,
+        times: list[float] | None = None,
+    ) -> None:
         if not 0 <= slot < of:
             raise ValueError(f"slot {slot} of {of}")
-        self._gaps = global_gaps(spec, rate_rps, seed)
+        if times is not None:
+            self._gaps = trace_gaps(times)
+        else:
+            assert spec is not None
+            self._gaps = global_gaps(spec, rate_rps, seed)
         self.slot, self.of = slot, of
-        self._t = t0
+        self._t = t0 if times is None or times else math.inf
         for _ in range(slot):
-            self._t += next(self._gaps)
+            self._advance()
+        #: The global index of the arrival :meth:`next` hands out next (a trace's row).
+        self.index = slot
+        #: The global index of the arrival :meth:`next` handed out last.
+        self.last_index = -1
         self.taken = 0
 
+    def _advance(self) -> None:
+        try:
+            self._t += next(self._gaps)
+        except StopIteration:
+            self._t = math.inf
+
     def next(self) -> float:
-        """The intended time of this worker's next arrival."""
+        """The intended time of this worker's next arrival (infinity once a trace is done)."""
         t = self._t
         for _ in range(self.of):
-            self._t += next(self._gaps)
+            self._advance()
         self.taken += 1
+        self.last_index, self.index = self.index, self.index + self.of
         return t
 
     def peek(self) -> float:

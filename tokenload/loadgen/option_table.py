@@ -75,6 +75,10 @@ GROUPS: dict[str, tuple[str, str | None]] = {
     "server": ("tokenload server metrics", "the server's figures and tokenload's own /metrics"),
     "steps": ("tokenload steps", "for the load shapes (locustfiles/staircase.py, ...)"),
     "knee": ("tokenload knee search", "for the knee shape (locustfiles/knee.py)"),
+    "trace": (
+        "tokenload trace replay",
+        "for the trace shape (locustfiles/trace.py): replay a timestamped trace",
+    ),
     "slo": (
         "tokenload SLO search",
         "for the slo shape (locustfiles/slo.py): the highest rate that meets an SLO",
@@ -90,9 +94,9 @@ OPTIONS: tuple[Option, ...] = (
         "target",
         "staircase: --concurrency steps; knee: adaptive search for the saturation concurrency; "
         "rate: open-loop --rate steps; context: one step per --prompt-lengths length at each --concurrency; "
-        "slo: open-loop search for the highest request rate that meets --slo",
+        "slo: open-loop search for the highest request rate that meets --slo; trace: replay --trace",
         default="staircase",
-        choices=("context", "knee", "rate", "slo", "staircase"),
+        choices=("context", "knee", "rate", "slo", "staircase", "trace"),
         scope="sweep",
     ),
     Option(
@@ -291,6 +295,46 @@ OPTIONS: tuple[Option, ...] = (
         "knee",
         "Seconds each probe step (the geometric climb) is held; default: half of --step-duration",
         type=t.positive_seconds,
+    ),
+    # --- trace replay ------------------------------------------------------------------------
+    Option(
+        "--trace",
+        "trace",
+        "A request trace to replay (Mooncake JSONL, BurstGPT CSV, Azure LLM inference CSV, or "
+        "tokenload's JSONL/CSV: timestamp_s or gap_s, input_tokens, output_tokens, session_id, "
+        "hash_ids, prompt); each row is sent at its time with its lengths",
+        default="",
+        type=t.trace_file,
+    ),
+    Option(
+        "--trace-format",
+        "trace",
+        "The trace's format; auto: by its extension and header",
+        default="auto",
+        choices=("auto", "mooncake", "burstgpt", "azure", "jsonl", "csv"),
+    ),
+    Option(
+        "--trace-speed", "trace", "Play the trace this many times faster", default=1.0, type=t.positive_number
+    ),
+    Option(
+        "--trace-window",
+        "trace",
+        "Replay only START:END seconds of the trace (from its first row; either side may be empty)",
+        default="",
+        type=t.trace_window,
+    ),
+    Option(
+        "--trace-scale-rate",
+        "trace",
+        "Rescale the trace's times to this mean request rate (req/s), keeping its burst shape",
+        type=t.positive_number,
+    ),
+    Option(
+        "--trace-block-size",
+        "trace",
+        "Tokens per hash id of the trace's hash_ids (512 in the Mooncake traces)",
+        default=512,
+        type=t.count,
     ),
     # --- the SLO search ----------------------------------------------------------------------
     Option(

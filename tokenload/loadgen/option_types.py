@@ -29,6 +29,8 @@ __all__ = [
     "slo_type",
     "spec_type",
     "target_moe_type",
+    "trace_file",
+    "trace_window",
 ]
 
 
@@ -192,3 +194,21 @@ def target_moe_type(option: str) -> Callable[[str], str]:
 
 def length_list(option: str) -> Callable[[str], str]:
     return spec_type(_length_list, option)
+
+
+def _trace_file(text: str, option: str) -> None:
+    from pathlib import Path
+
+    if text and not Path(text).is_file():
+        raise ValueError(f"{option}: no such file: {text}")
+
+
+def _trace_window(text: str, option: str) -> None:
+    from tokenload.workload.trace import parse_window
+
+    if text:
+        parse_window(text, option)  # a WorkloadError is a ValueError naming the option
+
+
+trace_file = spec_type(_trace_file, "--trace")
+trace_window = spec_type(_trace_window, "--trace-window")

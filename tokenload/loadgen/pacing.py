@@ -14,7 +14,9 @@ Closed-loop steps (concurrency) never touch the pacer: ``acquire`` returns None 
 
 from __future__ import annotations
 
+import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +42,8 @@ class Slot:
     step: int
     #: True when no user was free at the intended time (the pool of users was exhausted).
     queued: bool
+    #: The arrival's index in the step's global schedule (a trace's row).
+    index: int = -1
 
 
 class Pacer:
@@ -47,11 +51,16 @@ class Pacer:
         #: The run is open-loop (a rate shape): users wait for arrivals even between steps.
         self.open_loop = False
         self._schedule: SlotSchedule | None = None
+        #: The schedule is a trace's rows (users make each row's request once they take it).
+        self._trace = False
         self._step: int | None = None
         self._generation = 0
         #: Set (and replaced) whenever the schedule changes: wakes users waiting on a void slot.
         self._changed = Event()
         self.handed = 0
+        #: A trace step's arrival times (seconds from its start), loaded by whoever knows the
+        #: run's trace options (the run context); None: no trace in this process.
+        self.trace_times: Callable[[], list[float]] | None = None
 
     def _bump(self) -> None:
         self._generation += 1
@@ -77,18 +86,27 @@ class Pacer:
             start = time.perf_counter() - float(rate["age_s"])
         else:
             start = rate["t0"] + time.perf_counter() - time.time()
-        spec = ArrivalSpec(rate["arrival"], rate.get("burstiness", 1.0))
-        sched = SlotSchedule(spec, float(rate["rps"]), int(rate["seed"]), start, rate["slot"], rate["of"])
+        if rate["arrival"] == "trace":
+            if self.trace_times is None:
+                raise RuntimeError("a trace step was announced to a process without a trace")
+            times = self.trace_times()
+            sched = SlotSchedule(None, float(rate["rps"]), 0, start, rate["slot"], rate["of"], times=times)
+        else:
+            spec = ArrivalSpec(rate["arrival"], rate.get("burstiness", 1.0))
+            sched = SlotSchedule(spec, float(rate["rps"]), int(rate["seed"]), start, rate["slot"], rate["of"])
         if step == self._step and self._schedule is not None:
             # The set of workers changed mid-step (one was lost): continue from now on.
             now = time.perf_counter()
             while sched.peek() < now:
                 sched.next()
-        self._schedule, self._step = sched, step
+        self._schedule, self._step, self._trace = sched, step, rate["arrival"] == "trace"
         self._bump()
 
-    def acquire(self) -> Slot | None:
-        """Block until this user's next arrival is due; None in a closed-loop run."""
+    def acquire(self, before_wait: Callable[[int], None] | None = None) -> Slot | None:
+        """Block until this user's next arrival is due; None in a closed-loop run.
+        In a trace step, ``before_wait(index)`` runs once the arrival is taken and before its
+        time (the user makes that row's request then: off the request's path unless it runs
+        late, which is then the client's own lateness)."""
         if not self.open_loop:
             return None
         while True:
@@ -98,12 +116,20 @@ class Pacer:
                 continue
             gen, step, changed = self._generation, self._step, self._changed
             intended = sched.next()
+            if intended == math.inf:  # a trace this worker has sent all of: wait for the next step
+                changed.wait(timeout=_IDLE_POLL_S * 10)
+                continue
+            index = sched.last_index
+            # Queued: no user was free when it fell due. Time spent making the request below is
+            # the client's own lateness, not a queue.
+            queued = intended < time.perf_counter()
+            if before_wait is not None and self._trace:
+                before_wait(index)
             now = time.perf_counter()
-            queued = intended < now
-            if not queued:
+            if intended > now:
                 changed.wait(timeout=intended - now)
                 if self._generation != gen:
                     continue  # the step ended while this user waited: its arrival is void
             self.handed += 1
             assert step is not None
-            return Slot(intended, step, queued)
+            return Slot(intended, step, queued, index)

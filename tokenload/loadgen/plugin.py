@@ -82,6 +82,9 @@ class RunContext:
         #: Open loop: hands users their arrivals (every process); the current rate step's
         #: schedule as announced (master or local runner), None in closed-loop steps.
         self.pacer = Pacer()
+        self.pacer.trace_times = self._trace_times
+        #: The trace's own statistics (a trace step; workload/trace.py), for summary.json.
+        self.trace_summary: dict[str, Any] | None = None
         #: --drain: closed between steps, so no user starts a request (every process).
         self.gate = Gate()
         self.rate_schedule: dict[str, Any] | None = None
@@ -105,6 +108,11 @@ class RunContext:
         self.workers_lost: list[dict[str, Any]] = []
         #: Per-process objects other modules build once (the workload planner).
         self.extras: dict[Any, Any] = {}
+
+    def _trace_times(self) -> list[float]:
+        from tokenload.loadgen.trace_replay import trace_of
+
+        return trace_of(self).times()
 
     @property
     def config(self) -> RunConfig:
@@ -231,11 +239,11 @@ class RunContext:
             opts = self.environment.parsed_options
             from tokenload.loadgen.arrivals import parse_arrival
 
-            spec = parse_arrival(option_value(opts, "arrival"))
+            spec = parse_arrival(option_value(opts, "arrival")) if step.arrival is None else None
             self.rate_schedule = {
                 "rps": step.rate_rps,
-                "arrival": spec.kind,
-                "burstiness": spec.burstiness,
+                "arrival": spec.kind if spec is not None else step.arrival,
+                "burstiness": spec.burstiness if spec is not None else 1.0,
                 "seed": int(option_value(opts, "arrival_seed")) * 1_000_003 + step.index,
                 # A little ahead, so every worker has the schedule before its first arrival.
                 "t0": now + 0.05,
@@ -244,7 +252,7 @@ class RunContext:
                 "tokenload: step %d: %g requests/s (%s), %d users, warming up %.0f s",
                 step.index,
                 step.rate_rps,
-                spec,
+                spec if spec is not None else step.arrival,
                 step.concurrency,
                 step.warmup_s,
             )

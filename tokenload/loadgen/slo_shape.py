@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import locust  # noqa: F401  (gevent patches sockets before anything below is imported)
 
-import dataclasses
 import logging
 from typing import Any
 
@@ -22,11 +21,11 @@ from tokenload.analysis.slo_search import (
     judge_probe,
     min_requests,
     next_probe,
-    probe_duration,
+    probe_timing,
     search_result,
 )
 from tokenload.loadgen.shapes import StepShape, _opt
-from tokenload.loadgen.steps import Step, rate_staircase
+from tokenload.loadgen.steps import Step
 from tokenload.report.capacity import SLO, good_share, parse_slo
 
 __all__ = ["SLOShape"]
@@ -100,6 +99,7 @@ class SLOShape(StepShape):
             repeat=repeat,
             requests_per_s=step.get("requests_per_s"),
             good_share=share.request_share,
+            e2e_p90_s=((step.get("e2e_ms") or {}).get("p90") or 0.0) / 1000.0,
         )
         failing = "; ".join(f"{c.name} {c.outcome}" for c in checks if c.outcome != "pass")
         log.warning("tokenload: slo search: %g req/s %s%s", rate, outcome, f" ({failing})" if failing else "")
@@ -117,14 +117,15 @@ class SLOShape(StepShape):
         rate, repeat = nxt
         self._pending = (index, rate, repeat)
         # Long enough for the SLO's percentiles to be bounded at all (a p99 needs hundreds of
-        # requests, whatever --step-duration says); a repeat twice as long as the probe before it.
-        warmup = float(_opt(self, "warmup"))
-        needed = min_requests(slo, attainment) * PROBE_REQUESTS_FACTOR
-        duration = probe_duration(float(_opt(self, "step_duration")), warmup, rate, needed) * 2**repeat
-        step = rate_staircase(
-            [round(rate, 6)], duration, float(_opt(self, "warmup")), int(_opt(self, "max_in_flight"))
-        )[0]
-        return dataclasses.replace(step, index=index)
+        # requests, whatever --step-duration says), warmed up for as long as the highest passing
+        # probe's requests lived (E2E p90: the batch fills from idle in about that time), and a
+        # repeat measures twice as long as the probe before it.
+        fill_s = max((p.e2e_p90_s for p in self.probes if p.outcome != "fail" and p.e2e_p90_s), default=0.0)
+        needed = min_requests(slo, attainment) * PROBE_REQUESTS_FACTOR * 2**repeat
+        duration, warm = probe_timing(
+            float(_opt(self, "step_duration")) * 2**repeat, float(_opt(self, "warmup")), rate, needed, fill_s
+        )
+        return Step(index, int(_opt(self, "max_in_flight")), duration, warm, round(rate, 6))
 
     def result(self) -> dict[str, Any]:
         slo, _, attainment = self._settings()

@@ -31,6 +31,8 @@ class Step:
     rate_rps: float | None = None
     #: The step's own prompt length spec (the context-length sweep), else the run's.
     prompt_tokens: str | None = None
+    #: The arrival process when not the run's ``--arrival``: ``trace`` (the trace's rows).
+    arrival: str | None = None
 
     def overrides(self) -> dict[str, str]:
         """Workload options this step sets for its requests (announced to every worker)."""

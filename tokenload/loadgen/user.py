@@ -23,11 +23,13 @@ from gevent import GreenletExit
 from tokenload.client.http_stream import StreamTarget, Timeouts
 from tokenload.client.openai_stream import StreamState, build_request_body
 from tokenload.loadgen import plugin, workload
+from tokenload.loadgen.option_table import option_value
 from tokenload.loadgen.pacing import OPEN_LOOP_OPTION, Slot
 from tokenload.metrics.definitions import Timing, compute_timing
 from tokenload.metrics.failures import RequestFailure
 from tokenload.metrics.records import make_record
 from tokenload.workload.errors import PromptCountError, WorkloadError
+from tokenload.workload.plan import PlannedRequest
 from tokenload.workload.seeds import stream_for
 
 __all__ = ["ChatUser", "CompletionsUser", "ConversationUser", "LLMUser"]
@@ -104,7 +106,10 @@ class LLMUser(User):
             model,
             self.ctx.step_overrides.get("prompt_tokens"),
         )
-        req = planner.next()
+        return self._body(planner.next(), model)
+
+    def _body(self, req: PlannedRequest, model: str) -> bytes:
+        """A planned request's body; notes what it asked for (for its record)."""
         self._requested_input_tokens = req.input_tokens if req.exact else None
         self._requested_output = (req.max_tokens, not self.cfg.natural_stop)
         prompt, messages = req.prompt, None
@@ -137,10 +142,13 @@ class LLMUser(User):
         if not pacer.open_loop and getattr(self.environment.parsed_options, OPEN_LOOP_OPTION, False):
             pacer.open_loop = True  # a rate shape runs: no request before its first arrival
         if pacer.open_loop:
-            if self.prepares_ahead:
+            replay = self.prepares_ahead and bool(option_value(self.environment.parsed_options, "trace"))
+            if self.prepares_ahead and not replay:
                 self._prepare()
+            elif replay:
+                self._trace_prompts()  # built (the target's /tokenize probed) before any arrival
             self._state = LOCUST_STATE_WAITING
-            self._slot = self.ctx.pacer.acquire()
+            self._slot = self.ctx.pacer.acquire(self._prepare_row if replay else None)
             if self._state == LOCUST_STATE_STOPPING:
                 raise StopUser()
             self._state = LOCUST_STATE_RUNNING
@@ -162,6 +170,26 @@ class LLMUser(User):
         self._prepared_for = self._prompt_override()
         try:
             body = self.next_request(model)
+        except WorkloadError as exc:  # PromptCountError included
+            self._prepared = exc
+        else:
+            self._prepared = _Prepared(body, self._requested_input_tokens, self._requested_output)
+
+    def _trace_prompts(self) -> Any:
+        from tokenload.loadgen.trace_replay import prompts_for
+
+        return prompts_for(self.ctx, self.chat, self.host, self.cfg.api_key, self.model() or "unknown")
+
+    def _prepare_row(self, index: int) -> None:
+        """Make the request of the trace's row ``index`` (called once this user took that row's
+        arrival, before its time)."""
+        from tokenload.loadgen.trace_replay import trace_of
+
+        model = self.model() or "unknown"
+        self._prepared_for = self._prompt_override()
+        try:
+            row = trace_of(self.ctx).rows[index]
+            body = self._body(self._trace_prompts().request(row, index), model)
         except WorkloadError as exc:  # PromptCountError included
             self._prepared = exc
         else:

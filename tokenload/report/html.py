@@ -27,6 +27,8 @@ from tokenload.report.tables import (
     prediction_sentence,
     slo_search_table,
     step_cells,
+    trace_arrivals_table,
+    trace_lines,
     verdict_sentence,
     what_if_table,
 )
@@ -111,6 +113,14 @@ def render_html(model: ReportModel) -> str:
             header, rows = slo_rows(model)
             parts.append(_table(header, rows, left=2))
         parts.append("<ul>" + "".join(f"<li>{escape(line)}</li>" for line in capacity_lines(model)) + "</ul>")
+    if s.get("trace"):
+        parts.append('<h2 id="trace">Trace replay</h2>')
+        parts.append(
+            "<ul>" + "".join(f"<li>{escape(x)}</li>" for x in trace_lines(s["trace"], model.steps)) + "</ul>"
+        )
+        header, rows = trace_arrivals_table(s["trace"], model.requests)
+        if rows:
+            parts.append(_table(header, rows, left=1))
     search = s.get("search") or {}
     if search.get("shape") == "slo":
         header, rows = slo_search_table(search)

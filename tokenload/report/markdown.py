@@ -21,6 +21,8 @@ from tokenload.report.tables import (
     prediction_sentence,
     slo_search_table,
     step_cells,
+    trace_arrivals_table,
+    trace_lines,
     what_if_table,
 )
 
@@ -133,6 +135,11 @@ def render_markdown(model: ReportModel) -> str:
             out += [markdown_table(*slo_rows(model)), ""]
         out += [f"- {line}" for line in capacity_lines(model)]
         out.append("")
+    if s.get("trace"):
+        out += ["## Trace replay", ""] + [f"- {line}" for line in trace_lines(s["trace"], model.steps)] + [""]
+        header, rows = trace_arrivals_table(s["trace"], model.requests)
+        if rows:
+            out += [markdown_table(header, rows), ""]
     search = s.get("search") or {}
     if search.get("shape") == "slo":
         out += ["### SLO search probes", "", markdown_table(*slo_search_table(search)), "", SEARCH_NOTE, ""]

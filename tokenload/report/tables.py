@@ -22,6 +22,8 @@ __all__ = [
     "slo_search_table",
     "step_cells",
     "text_table",
+    "trace_arrivals_table",
+    "trace_lines",
     "verdict_sentence",
     "what_if_table",
 ]
@@ -323,3 +325,70 @@ def slo_search_table(search: dict[str, Any]) -> tuple[list[str], list[list[str]]
             ]
         )
     return header, rows
+
+
+def _dist(d: dict[str, float]) -> str:
+    return f"mean {d['mean']:.0f}, p50 {d['p50']:.0f}, p90 {d['p90']:.0f}, p99 {d['p99']:.0f}"
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.1f} %"
+
+
+def trace_lines(trace: dict[str, Any], steps: list[dict[str, Any]]) -> list[str]:
+    """A trace replay in sentences: the trace's own statistics next to what was sent and what the
+    server saw."""
+    achieved = steps[0].get("achieved_rate_rps") if len(steps) == 1 else None
+    left = trace.get("skipped_rows")
+    lines = [
+        f"Trace {trace['source']} ({trace['format']}): {trace['rows']} rows over {trace['duration_s']:.1f} s"
+        + (f", {left} left out (failed in the trace, or outside --trace-window)" if left else "")
+        + f"; mean rate {fmt(trace.get('mean_rate_rps'), 2)} req/s offered"
+        + (f", {fmt(achieved, 2)} req/s sent" if achieved is not None else "")
+        + ".",
+        f"Input tokens {_dist(trace['input_tokens'])}; output tokens {_dist(trace['output_tokens'])}.",
+    ]
+    implied, server = trace.get("implied_prefix_hit_rate"), trace.get("server_prefix_hit_rate")
+    if implied is not None or server is not None:
+        lines.append(
+            f"Prefix reuse: the trace's hash_ids imply a hit rate of {_pct(implied)} of prompt tokens "
+            f"(a cache of unbounded size, {trace['block_size']}-token blocks); the server's prefix "
+            f"cache hit {_pct(server)} (vllm:prefix_cache_hits / vllm:prefix_cache_queries)."
+        )
+    return lines
+
+
+def trace_arrivals_table(
+    trace: dict[str, Any], requests: list[dict[str, Any]], bins: int = 10
+) -> tuple[list[str], list[list[str]]]:
+    """Offered against achieved arrivals over the replay: per time bin, the requests the trace
+    scheduled in it and the requests that were sent in it (``wall_start`` is when a request was
+    due, plus its ``send_lag_ms`` when it was sent), each as req/s, and the send lag p99."""
+    sent = [r for r in requests if r.get("wall_start") is not None and r.get("status") != "cancelled"]
+    if not sent:
+        return [], []
+    t0 = min(r["wall_start"] for r in sent)
+    width = max(trace.get("duration_s") or 0.0, 1e-9) / bins
+    due = [0] * bins
+    done = [0] * bins
+    lags: list[list[float]] = [[] for _ in range(bins)]
+    for r in sent:
+        i = min(bins - 1, int((r["wall_start"] - t0) / width))
+        due[i] += 1
+        lag = r.get("send_lag_ms") or 0.0
+        j = min(bins - 1, max(0, int((r["wall_start"] + lag / 1000.0 - t0) / width)))
+        done[j] += 1
+        lags[i].append(lag)
+    rows = []
+    for i in range(bins):
+        ls = sorted(lags[i])
+        p99 = ls[min(len(ls) - 1, int(0.99 * len(ls)))] if ls else None
+        rows.append(
+            [
+                f"{i * width:.1f}-{(i + 1) * width:.1f}",
+                fmt(due[i] / width, 2),
+                fmt(done[i] / width, 2),
+                fmt(p99, 1),
+            ]
+        )
+    return ["seconds", "offered req/s", "sent req/s", "send lag p99 ms"], rows

@@ -80,7 +80,23 @@ _SERVER_KEYS = {
     "estimated_read_bytes": "estimated_read_bytes",
     "iteration_tokens": "iteration_tokens",
     "prefix_cache_hits": "prefix_cache_hits",
+    "prefix_cache_queries": "prefix_cache_queries",
 }
+
+
+def trace_block(stats: dict[str, Any] | None, steps: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """summary.json's ``trace``: the trace's own statistics (workload/trace.py) and, next to its
+    implied prefix reuse, the server's = prefix-cache hit tokens / queried tokens over the steps
+    (None when the server does not export them)."""
+    if stats is None:
+        return None
+
+    def total(key: str) -> float | None:
+        vals = [((st.get("server") or {}).get(key) or {}).get("increase") for st in steps]
+        return sum(v for v in vals if v is not None) if any(v is not None for v in vals) else None
+
+    hits, queries = total("prefix_cache_hits"), total("prefix_cache_queries")
+    return {**stats, "server_prefix_hit_rate": hits / queries if hits is not None and queries else None}
 
 
 def _hist(h: LogHistogram) -> dict[str, float | None]:
@@ -313,6 +329,7 @@ def build_summary(ctx: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
         "workers_lost": lost,
         # The shape's own findings (the knee search's probes and outcome, a stop reason).
         "search": getattr(ctx, "shape_result", None),
+        "trace": trace_block(getattr(ctx, "trace_summary", None), steps),
         "scrape_failures": ctx.scraper.failures if ctx.scraper is not None else None,
     }
 

@@ -1,0 +1,88 @@
+"""Trace replay (``--shape trace``, ``locustfiles/trace.py``): the trace, read once per process,
+and the shape that plays it.
+
+The trace (``--trace``, cut by ``--trace-window``, ``--trace-speed`` times faster, rescaled to
+``--trace-scale-rate``) is one open-loop step: its rows are the step's global schedule, split
+exactly across the workers as a rate step's arrivals are (worker i of N sends rows i, i+N, ...),
+each sent at its time with its own lengths and timed from that time (coordinated omission
+counted). Every process reads the file itself, so the path must be readable on every worker.
+"""
+
+from __future__ import annotations
+
+import locust  # noqa: F401  (gevent patches sockets before anything below is imported)
+
+import dataclasses
+from typing import Any
+
+from tokenload.loadgen import workload
+from tokenload.loadgen.option_table import option_value
+from tokenload.loadgen.shapes import StepShape, _opt
+from tokenload.loadgen.steps import Step, staircase
+from tokenload.workload.trace import Trace, load_trace, parse_window, trace_stats
+from tokenload.workload.trace_prompts import TracePrompts
+
+__all__ = ["TraceShape", "prompts_for", "trace_of"]
+
+#: After the trace's last arrival, the step runs this much longer (its last requests are sent;
+#: the settle then waits for them to end, as for any step).
+_TAIL_S = 0.5
+
+
+def load_run_trace(options: Any) -> Trace:
+    """The run's trace from its options, transformed. Raises WorkloadError (one line)."""
+    path = str(option_value(options, "trace") or "")
+    if not path:
+        from tokenload.workload.errors import WorkloadError
+
+        raise WorkloadError("--trace: the trace shape needs a trace file")
+    fmt, block = str(option_value(options, "trace_format")), int(option_value(options, "trace_block_size"))
+    trace = load_trace(path, fmt, block)
+    window_text = str(option_value(options, "trace_window") or "")
+    rate = option_value(options, "trace_scale_rate")
+    return trace.transformed(
+        window=parse_window(window_text) if window_text else None,
+        speed=float(option_value(options, "trace_speed")),
+        rate=float(rate) if rate is not None else None,
+    )
+
+
+def trace_of(ctx: Any) -> Trace:
+    """This process's trace (read on first use)."""
+    trace = ctx.extras.get("trace")
+    if trace is None:
+        trace = ctx.extras["trace"] = load_run_trace(ctx.environment.parsed_options)
+    return trace
+
+
+def prompts_for(ctx: Any, chat: bool, host: str, api_key: str | None, model: str) -> TracePrompts:
+    """This process's request builder for trace rows (its prompt maker is the workload's: the
+    target's /tokenize when it has one)."""
+    key = ("trace_prompts", chat)
+    built = ctx.extras.get(key)
+    if built is None:
+        planner = workload.planner_for(ctx, chat, host, api_key, model)
+        built = ctx.extras[key] = TracePrompts(
+            planner.maker, chat=chat, block_size=trace_of(ctx).block_size, seed=planner.spec.seed
+        )
+    return built
+
+
+class TraceShape(StepShape):
+    """One open-loop step that sends the trace's rows at their times."""
+
+    abstract = True
+    open_loop = True
+
+    def next_step(self, index: int, steps: list[dict[str, Any]]) -> Step | None:
+        if index > 0:
+            return None
+        trace = trace_of(self.ctx)
+        self.ctx.trace_summary = trace_stats(trace)
+        base = staircase(
+            [int(_opt(self, "max_in_flight"))], trace.duration_s + _TAIL_S, float(_opt(self, "warmup"))
+        )[0]
+        return dataclasses.replace(base, rate_rps=trace.mean_rate_rps or 0.0, arrival="trace")
+
+    def result(self) -> dict[str, Any]:
+        return {"shape": "trace"}
