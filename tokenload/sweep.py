@@ -94,7 +94,7 @@ def _check(args: argparse.Namespace) -> None:
             staircase([1], args.probe_duration, args.warmup)
     except StepSpecError as exc:
         raise SweepError(str(exc)) from None
-    if args.shape == "trace" or args.trace:
+    if args.shape == "trace" or args.trace or (args.shape == "slo" and _workload_kind(args) == "trace"):
         from tokenload.loadgen.trace_replay import load_run_trace
         from tokenload.workload.errors import WorkloadError
 
@@ -119,6 +119,18 @@ def _check(args: argparse.Namespace) -> None:
             raise SweepError(str(exc)) from None
     if args.host is not None and not args.host.startswith(("http://", "https://")):
         raise SweepError(f"--host: expected an http:// or https:// URL, got {args.host!r}")
+
+
+def _workload_kind(args: argparse.Namespace) -> str | None:
+    if not args.workload:
+        return None
+    from tokenload.workload.errors import WorkloadError
+    from tokenload.workload.spec import load_workload_file
+
+    try:
+        return load_workload_file(args.workload).kind
+    except WorkloadError:
+        return None  # reported by the workload check below
 
 
 def _reach(host: str) -> None:

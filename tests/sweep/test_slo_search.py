@@ -46,3 +46,33 @@ def test_the_slo_search_brackets_the_highest_rate_that_meets_the_slo(tmp_path: P
     assert f"Capacity per replica: {lo:g} req/s (target rate)" in md
     assert "### SLO search probes" in md
     assert "SLO search probes" in (run_dir / "report.html").read_text()
+
+
+def test_the_slo_search_over_a_trace_replays_it_at_each_probes_rate(tmp_path: Path) -> None:
+    from collections import Counter
+
+    from tests.workload.test_trace import write_trace
+
+    trace = tmp_path / "trace.jsonl"
+    rows = write_trace(trace, "jsonl", 3000, seed=5)  # bursty: gamma gaps, CV 1.8
+    run_dir = tmp_path / "run"
+    out = sweep(
+        "--shape", "slo", "--slo", "ttft_p50_ms=150", "--trace", str(trace), "--slo-start", "4",
+        "--slo-max", "128", "--slo-resolution", "0.5", "--step-duration", "3", "--workers", "1",
+        "--out", str(run_dir), timeout=420,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    s = json.loads((run_dir / "summary.json").read_text())
+    search = s["search"]
+    assert search["outcome"] in ("found", "not_reached"), search
+    recs = [
+        json.loads(line) for line in (run_dir / "requests.jsonl").read_text().splitlines() if line.strip()
+    ]
+    for st in s["steps"]:
+        mine = [r for r in recs if r["step"] == st["index"] and r["status"] != "cancelled"]
+        # Each probe replays the trace from its first row: its requests are the trace's first rows.
+        asked = Counter((r["requested_input_tokens"], r["requested_output_tokens"]) for r in mine)
+        assert asked == Counter((i, o) for _, i, o in rows[: len(mine)]), st["index"]
+        # ... rescaled to the probe's rate: over its whole duration, about rate x duration rows.
+        expected = st["target_rate_rps"] * (st["end"] - st["start"])
+        assert abs(len(mine) - expected) <= 4 * expected**0.5 + 3, (len(mine), expected)

@@ -85,10 +85,10 @@ def test_a_mooncake_trace_replays_row_for_row_with_its_prefix_reuse(tmp_path: Pa
 )
 def test_each_trace_format_replays(tmp_path: Path, fmt: str, suffix: str) -> None:
     trace = tmp_path / f"trace{suffix}"
-    written = write_trace(trace, fmt, 150, seed=11)
+    written = write_trace(trace, fmt, 600, seed=11)
     run_dir = tmp_path / "run"
     out = sweep(
-        "--shape", "trace", "--trace", str(trace), "--trace-speed", "2", "--warmup", "0", "--workers", "0",
+        "--shape", "trace", "--trace", str(trace), "--trace-speed", "2", "--warmup", "0", "--workers", "2",
         "--out", str(run_dir), timeout=180,
     )  # fmt: skip
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
@@ -97,7 +97,7 @@ def test_each_trace_format_replays(tmp_path: Path, fmt: str, suffix: str) -> Non
         (i, o) for _, i, o in written
     )
     s = json.loads((run_dir / "summary.json").read_text())
-    assert s["trace"]["format"] == fmt and s["trace"]["rows"] == 150
+    assert s["trace"]["format"] == fmt and s["trace"]["rows"] == 600
     # --trace-speed 2: the replay took half the trace's time.
     assert s["trace"]["duration_s"] == pytest.approx((written[-1][0] - written[0][0]) / 2, rel=1e-3)
 
@@ -114,3 +114,34 @@ def test_a_bad_trace_is_one_line_before_any_load(tmp_path: Path) -> None:
         "(expected some of hash_ids, input_length, output_length, session_id, timestamp)"
     )
     assert out.stderr.strip().splitlines() == [expected]
+
+
+def test_a_workload_file_names_the_trace(tmp_path: Path) -> None:
+    write_trace(tmp_path / "t.csv", "csv", 120, seed=4)
+    (tmp_path / "run.yaml").write_text(
+        "workload:\n  kind: trace\n  trace:\n    path: t.csv\n    speed: 2\n    window: '0:4'\n"
+    )
+    run_dir = tmp_path / "run"
+    workload = str(tmp_path / "run.yaml")
+    out = sweep("--shape", "trace", "--workload", workload, "--warmup", "0", "--workers", "0",
+                "--out", str(run_dir), timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    t = json.loads((run_dir / "summary.json").read_text())["trace"]
+    # The window cut the first 4 s of the trace, then it played twice as fast.
+    full = write_trace(tmp_path / "again.csv", "csv", 120, seed=4)
+    kept = [r for r in full if r[0] - full[0][0] < 4.0]
+    assert t["rows"] == len(kept) < 120 and t["skipped_rows"] == 120 - len(kept)
+    assert t["duration_s"] == pytest.approx((kept[-1][0] - kept[0][0]) / 2, rel=1e-6)
+    assert len(_records(run_dir)) == len(kept)
+
+
+def test_a_workload_of_kind_trace_needs_its_section(tmp_path: Path) -> None:
+    from tokenload.workload.errors import WorkloadError
+    from tokenload.workload.spec import load_workload_file
+
+    (tmp_path / "run.yaml").write_text("workload:\n  kind: trace\n")
+    with pytest.raises(WorkloadError, match="trace: required when kind is trace"):
+        load_workload_file(tmp_path / "run.yaml")
+    (tmp_path / "run.yaml").write_text("workload:\n  kind: trace\n  trace:\n    path: nowhere.jsonl\n")
+    with pytest.raises(WorkloadError, match="no such file"):
+        load_workload_file(tmp_path / "run.yaml")

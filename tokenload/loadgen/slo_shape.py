@@ -1,6 +1,7 @@
 """``SLOShape``: the SLO capacity search in open loop (``--shape slo``, ``locustfiles/slo.py``).
 
-Each probe is an open-loop rate step (``--arrival`` over ``--max-in-flight`` users) judged by
+Each probe is an open-loop rate step (``--arrival`` over ``--max-in-flight`` users, or with
+``--trace`` the trace replayed from its start and rescaled to the probe's rate) judged by
 :mod:`tokenload.analysis.slo_search`; every probe starts from an idle server (the previous one's
 requests have ended, as with ``--drain``): a probe above capacity leaves a queue that would
 otherwise fail the next, lower one. summary.json's ``search`` holds the answer
@@ -26,6 +27,7 @@ from tokenload.analysis.slo_search import (
 )
 from tokenload.loadgen.shapes import StepShape, _opt
 from tokenload.loadgen.steps import Step
+from tokenload.loadgen.trace_replay import replays_trace
 from tokenload.report.capacity import SLO, good_share, parse_slo
 
 __all__ = ["SLOShape"]
@@ -85,8 +87,15 @@ class SLOShape(StepShape):
 
             records = read_records(ctx.records.path.parent)
         share = good_share(records, index, slo)
+        per_request: dict[str, list[tuple[float, float]]] = {}
+        for r in records:
+            if r.get("step") == index and r.get("phase") == "measure" and r.get("status") == "ok":
+                for item in slo.items:
+                    v = r.get(item.field)
+                    if v is not None and r.get("wall_start") is not None:
+                        per_request.setdefault(item.field, []).append((r["wall_start"], v))
         outcome, meets, checks = judge_probe(
-            step, slo, attainment, share, float(_opt(self, "stop_error_rate"))
+            step, slo, attainment, share, float(_opt(self, "stop_error_rate")), per_request
         )
         probe = Probe(
             step=index,
@@ -125,7 +134,9 @@ class SLOShape(StepShape):
         duration, warm = probe_timing(
             float(_opt(self, "step_duration")) * 2**repeat, float(_opt(self, "warmup")), rate, needed, fill_s
         )
-        return Step(index, int(_opt(self, "max_in_flight")), duration, warm, round(rate, 6))
+        # Over a trace (--trace): each probe replays it from its start, rescaled to the probe's rate.
+        arrival = "trace" if replays_trace(self.ctx) else None
+        return Step(index, int(_opt(self, "max_in_flight")), duration, warm, round(rate, 6), arrival=arrival)
 
     def result(self) -> dict[str, Any]:
         slo, _, attainment = self._settings()

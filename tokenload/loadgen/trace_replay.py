@@ -19,10 +19,12 @@ from tokenload.loadgen import workload
 from tokenload.loadgen.option_table import option_value
 from tokenload.loadgen.shapes import StepShape, _opt
 from tokenload.loadgen.steps import Step, staircase
+from tokenload.workload.errors import WorkloadError
+from tokenload.workload.spec import TraceSpec, load_workload_file
 from tokenload.workload.trace import Trace, load_trace, parse_window, trace_stats
 from tokenload.workload.trace_prompts import TracePrompts
 
-__all__ = ["TraceShape", "prompts_for", "trace_of"]
+__all__ = ["TraceShape", "load_run_trace", "prompts_for", "replays_trace", "trace_of"]
 
 #: After the trace's last arrival, the step runs this much longer (its last requests are sent;
 #: the settle then waits for them to end, as for any step).
@@ -32,10 +34,14 @@ _TAIL_S = 0.5
 def load_run_trace(options: Any) -> Trace:
     """The run's trace from its options, transformed. Raises WorkloadError (one line)."""
     path = str(option_value(options, "trace") or "")
-    if not path:
-        from tokenload.workload.errors import WorkloadError
-
-        raise WorkloadError("--trace: the trace shape needs a trace file")
+    if not path:  # a workload file's trace section (kind: trace)
+        spec = _workload_trace(options)
+        trace = load_trace(spec.path, spec.format, spec.block_size)
+        return trace.transformed(
+            window=parse_window(spec.window, "trace.window") if spec.window else None,
+            speed=spec.speed,
+            rate=spec.scale_rate,
+        )
     fmt, block = str(option_value(options, "trace_format")), int(option_value(options, "trace_block_size"))
     trace = load_trace(path, fmt, block)
     window_text = str(option_value(options, "trace_window") or "")
@@ -45,6 +51,33 @@ def load_run_trace(options: Any) -> Trace:
         speed=float(option_value(options, "trace_speed")),
         rate=float(rate) if rate is not None else None,
     )
+
+
+def _workload_trace(options: Any) -> TraceSpec:
+    """The ``trace:`` section of the ``--workload`` file, its path resolved against the file."""
+    workload_file = str(option_value(options, "workload") or "")
+    spec = load_workload_file(workload_file) if workload_file else None
+    if spec is None or spec.trace is None:
+        raise WorkloadError(
+            "--trace: the trace shape needs a trace (--trace FILE, or kind: trace in --workload)"
+        )
+    return spec.trace.model_copy(update={"path": str(spec.resolve_path(spec.trace.path))})
+
+
+def replays_trace(ctx: Any) -> bool:
+    """Whether this run's open-loop steps send a trace's rows (``--trace``, or a ``--workload``
+    file of kind trace); decided once per process."""
+    known = ctx.extras.get("replays_trace")
+    if known is None:
+        options = ctx.environment.parsed_options
+        known = bool(option_value(options, "trace"))
+        if not known and option_value(options, "workload"):
+            try:
+                known = load_workload_file(str(option_value(options, "workload"))).kind == "trace"
+            except WorkloadError:
+                known = False  # the workload's own error is reported where it is used
+        ctx.extras["replays_trace"] = known
+    return known
 
 
 def trace_of(ctx: Any) -> Trace:

@@ -23,8 +23,8 @@ from gevent import GreenletExit
 from tokenload.client.http_stream import StreamTarget, Timeouts
 from tokenload.client.openai_stream import StreamState, build_request_body
 from tokenload.loadgen import plugin, workload
-from tokenload.loadgen.option_table import option_value
 from tokenload.loadgen.pacing import OPEN_LOOP_OPTION, Slot
+from tokenload.loadgen.trace_replay import replays_trace
 from tokenload.metrics.definitions import Timing, compute_timing
 from tokenload.metrics.failures import RequestFailure
 from tokenload.metrics.records import make_record
@@ -142,7 +142,7 @@ class LLMUser(User):
         if not pacer.open_loop and getattr(self.environment.parsed_options, OPEN_LOOP_OPTION, False):
             pacer.open_loop = True  # a rate shape runs: no request before its first arrival
         if pacer.open_loop:
-            replay = self.prepares_ahead and bool(option_value(self.environment.parsed_options, "trace"))
+            replay = self.prepares_ahead and replays_trace(self.ctx)
             if self.prepares_ahead and not replay:
                 self._prepare()
             elif replay:

@@ -136,7 +136,11 @@ def render_markdown(model: ReportModel) -> str:
         out += [f"- {line}" for line in capacity_lines(model)]
         out.append("")
     if s.get("trace"):
-        out += ["## Trace replay", ""] + [f"- {line}" for line in trace_lines(s["trace"], model.steps)] + [""]
+        out += (
+            ["## Trace replay", ""]
+            + [f"- {line}" for line in trace_lines(s["trace"], model.steps, len(model.requests))]
+            + [""]
+        )
         header, rows = trace_arrivals_table(s["trace"], model.requests)
         if rows:
             out += [markdown_table(header, rows), ""]

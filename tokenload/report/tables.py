@@ -335,9 +335,9 @@ def _pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.1f} %"
 
 
-def trace_lines(trace: dict[str, Any], steps: list[dict[str, Any]]) -> list[str]:
-    """A trace replay in sentences: the trace's own statistics next to what was sent and what the
-    server saw."""
+def trace_lines(trace: dict[str, Any], steps: list[dict[str, Any]], sent: int | None = None) -> list[str]:
+    """A trace replay in sentences: the trace's own statistics next to what was sent (``sent``:
+    the requests the replay made) and what the server saw."""
     achieved = steps[0].get("achieved_rate_rps") if len(steps) == 1 else None
     left = trace.get("skipped_rows")
     lines = [
@@ -348,6 +348,12 @@ def trace_lines(trace: dict[str, Any], steps: list[dict[str, Any]]) -> list[str]
         + ".",
         f"Input tokens {_dist(trace['input_tokens'])}; output tokens {_dist(trace['output_tokens'])}.",
     ]
+    if sent is not None and sent < trace["rows"]:
+        lines.append(
+            f"Only {sent} of the {trace['rows']} rows were sent: the rest were still waiting for a free "
+            "user when the replay ended (every --max-in-flight user was busy: the server fell behind the "
+            "trace, or raise --max-in-flight). The load measured is less than the trace's."
+        )
     implied, server = trace.get("implied_prefix_hit_rate"), trace.get("server_prefix_hit_rate")
     if implied is not None or server is not None:
         lines.append(

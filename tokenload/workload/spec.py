@@ -30,6 +30,7 @@ __all__ = [
     "ConversationSpec",
     "DatasetSpec",
     "PrefixSpec",
+    "TraceSpec",
     "WorkloadSpec",
     "dump_workload",
     "load_workload_file",
@@ -126,12 +127,42 @@ class ConversationSpec(_Strict):
     _check_think = field_validator("think_time_s", mode="before")(_seconds_spec)
 
 
+def _window(value: str | None) -> str | None:
+    if value is not None:
+        from tokenload.workload.trace import parse_window
+
+        try:
+            parse_window(value, "window")
+        except WorkloadError as exc:
+            raise PydanticCustomError("window", _after_field(str(exc))) from None
+    return value
+
+
+class TraceSpec(_Strict):
+    """A request trace to replay (``--shape trace``; workload/trace.py reads it)."""
+
+    path: str = Field(
+        description="Trace file: Mooncake JSONL, BurstGPT CSV, Azure LLM inference CSV, or tokenload's "
+        "JSONL/CSV (timestamp_s or gap_s, input_tokens, output_tokens, ...)"
+    )
+    format: Literal["auto", "mooncake", "burstgpt", "azure", "jsonl", "csv"] = Field(
+        "auto", description="The trace's format; auto: by extension and header"
+    )
+    speed: float = Field(1.0, gt=0, description="Play the trace this many times faster")
+    window: str | None = Field(None, description="Replay only START:END seconds of it")
+    scale_rate: float | None = Field(None, gt=0, description="Rescale it to this mean rate (req/s)")
+    block_size: int = Field(512, ge=1, description="Tokens per hash id of its hash_ids")
+
+    _check_path = field_validator("path")(_existing_file)
+    _check_window = field_validator("window")(lambda v: _window(v))
+
+
 class WorkloadSpec(_Strict):
     """What each request asks for: the ``workload:`` section of a run file."""
 
-    kind: Literal["synthetic", "dataset", "shared_prefix", "conversation"] = Field(
+    kind: Literal["synthetic", "dataset", "shared_prefix", "conversation", "trace"] = Field(
         "synthetic",
-        description="Which workload: synthetic prompts, a dataset, shared prefixes or conversations",
+        description="Which workload: synthetic prompts, a dataset, shared prefixes, conversations or a trace",
     )
     seed: int = Field(0, description="Seed of every random choice (lengths, shuffles, groups)")
     input_tokens: str = Field(
@@ -156,6 +187,7 @@ class WorkloadSpec(_Strict):
     conversation: ConversationSpec | None = Field(
         None, description="Turns and think time, for kind conversation"
     )
+    trace: TraceSpec | None = Field(None, description="The trace, for kind trace (--shape trace)")
 
     _base_dir: Path | None = PrivateAttr(None)
 
@@ -170,6 +202,8 @@ class WorkloadSpec(_Strict):
         kind = self.kind
         if kind == "dataset" and self.dataset is None:
             raise PydanticCustomError("section", "dataset: required when kind is dataset")
+        if (kind == "trace") != (self.trace is not None):
+            raise PydanticCustomError("section", "trace: required when kind is trace, and only then")
         if self.prefix is not None and kind != "shared_prefix":
             raise PydanticCustomError(
                 "section", "prefix: only used when kind is shared_prefix, here {kind}", {"kind": kind}

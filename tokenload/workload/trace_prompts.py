@@ -61,7 +61,10 @@ class TracePrompts:
             frame = Chat(system=prefix) if prefix else Chat()
         else:
             frame = Completion(prefix=prefix) if prefix else PLAIN
-        made = self.maker.make(n, tail_seed, frame)
+        if len(row.hash_ids) >= needed:
+            made = self.maker.make(n, tail_seed, frame)  # shared blocks: the same text for the same hashes
+        else:  # a row of its own: the cached prompt of its length, reshuffled (one count, not a search)
+            made = self.maker.variant(n, tail_seed, frame)
         return PlannedRequest(made.render(), row.output_tokens, n, made.exact, source="trace")
 
     def _ids(self, row: TraceRow, index: int) -> list[int]:
