@@ -114,8 +114,8 @@ def test_round_trip(tmp_path: Path) -> None:
         ("kind: synthetic\nseeed: 1\n", "{f}: seeed: unknown key"),
         (
             "workload:\n  kind: batch\n",
-            "{f}: workload.kind: expected 'synthetic', 'dataset', 'shared_prefix' or 'conversation', "
-            "got 'batch'",
+            "{f}: workload.kind: expected 'synthetic', 'dataset', 'shared_prefix', 'conversation' or "
+            "'trace', got 'batch'",
         ),
         ("workload:\n  seed: x\n", "{f}: workload.seed: expected an integer, got 'x'"),
         (
