@@ -16,10 +16,9 @@ from tokenload.analysis.slo_search import (
     min_requests,
     next_probe,
     search_result,
-    share_interval,
 )
 from tokenload.metrics.histogram import LogHistogram
-from tokenload.metrics.intervals import quantile_interval
+from tokenload.metrics.intervals import quantile_interval, share_interval
 from tokenload.report.capacity import Share, parse_slo
 
 SLO = parse_slo("ttft_p95_ms=300")
@@ -178,7 +177,7 @@ def _correlated_probe(rng: random.Random, n: int, duration_s: float) -> list[tup
 
 
 def test_requests_that_move_together_get_a_wider_interval_that_holds() -> None:
-    from tokenload.analysis.slo_search import batch_interval
+    from tokenload.metrics.intervals import batch_interval
 
     rng = random.Random(1)
     pooled = sorted(v for _ in range(100) for _, v in _correlated_probe(rng, 2000, 400.0))

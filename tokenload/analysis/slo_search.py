@@ -5,8 +5,8 @@ A *probe* is one open-loop rate step. It is judged beyond sampling noise, never 
 estimate alone:
 
 * an SLO item (``ttft_p95_ms=500``) *passes* when the 95 % interval of the step's percentile
-  (the union of ``summary.json``'s ``ci95``, order statistics, :mod:`tokenload.metrics.intervals`,
-  and a batch-means interval that holds for requests that run together: :func:`batch_interval`)
+  (the union of ``summary.json``'s ``ci95``, order statistics, and a batch-means interval that
+  holds for requests that run together; both in :mod:`tokenload.metrics.intervals`)
   lies at or under the limit, *fails* when it lies wholly above, and is *indeterminate* when it straddles
   the limit or a side of it cannot be bounded (too few requests for that percentile);
 * with ``--slo-attainment A``: the share of the step's measured requests that met every
@@ -36,43 +36,26 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from tokenload.metrics.intervals import quantile_rank_interval
+from tokenload.metrics.intervals import BATCHES, Z95, batch_interval, quantile_rank_interval, share_interval
 from tokenload.report.capacity import SLO, Share
 
 __all__ = [
-    "BATCHES",
     "MAX_DOWN_STEPS",
     "PROBE_REQUESTS_FACTOR",
     "ItemCheck",
     "Probe",
     "SearchPlan",
-    "batch_interval",
     "judge_probe",
     "min_requests",
     "next_probe",
     "probe_timing",
     "search_result",
-    "share_interval",
 ]
 
 PASS, FAIL, INDETERMINATE = "pass", "fail", "indeterminate"
 #: How many times a failing first probe is followed by one ``factor`` lower before the search
 #: gives up (``fails_at_lowest``): 3 halvings reach an eighth of --slo-start.
 MAX_DOWN_STEPS = 3
-_Z = 1.959963984540054  # the standard normal's 97.5th percentile (a two-sided 95 % interval)
-
-
-def share_interval(good: int, n: int) -> tuple[float, float] | None:
-    """The 95 % Wilson score interval of a share ``good / n`` (independent requests); None
-    without requests. Wilson's, not the normal approximation's, because attainment targets sit
-    near 1 where that one leaves [0, 1]."""
-    if n < 1:
-        return None
-    p = good / n
-    z2 = _Z * _Z
-    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
-    half = _Z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 #: A probe is planned to hold this many times the fewest requests that can bound its SLO's
@@ -100,7 +83,7 @@ def min_requests(slo: SLO, attainment: float | None) -> int:
                 n = mid
         need = max(need, n)
     if attainment is not None and attainment < 1:
-        need = max(need, math.ceil(_Z * _Z * attainment / (1 - attainment)))
+        need = max(need, math.ceil(Z95 * Z95 * attainment / (1 - attainment)))
     return need
 
 
@@ -141,7 +124,7 @@ class ItemCheck:
         }
 
 
-def _latency_check(name: str, limit: float, value: float | None, lo: float | None, hi: float | None) -> str:
+def _latency_check(limit: float, value: float | None, lo: float | None, hi: float | None) -> str:
     if value is None:
         return INDETERMINATE
     if hi is not None and hi <= limit:
@@ -149,43 +132,6 @@ def _latency_check(name: str, limit: float, value: float | None, lo: float | Non
     if lo is not None and lo > limit:
         return FAIL
     return INDETERMINATE
-
-
-#: Batches of the batch-means interval (below): 5 equal stretches of the probe's measured part.
-BATCHES = 5
-#: Student's t 97.5th percentile at BATCHES - 1 = 4 degrees of freedom.
-_T4 = 2.7764451051977987
-
-
-def batch_interval(
-    samples: list[tuple[float, float]], q: float, batches: int = BATCHES
-) -> tuple[float, float] | None:
-    """A 95 % interval of the q-quantile that holds when requests are *not* independent (batch
-    means, as in simulation output analysis): the requests, in order of sending, are cut into
-    ``batches`` equal stretches of time, each stretch's q-quantile is taken, and the interval is
-    their mean +- t(0.975, batches - 1) x their standard error. Requests that run together share
-    the engine's batches, so their TPOTs (and TTFTs, in a queue) rise and fall together: the
-    order-statistics interval, which assumes independence, is then several times too narrow
-    (measured on the emulator near capacity: TPOT p90 [58.6, 59.7] ms in a 7 s probe whose 5 s
-    windows ranged 52-67 ms). None with fewer than 2 samples in any batch."""
-    if len(samples) < 2 * batches:
-        return None
-    samples = sorted(samples)
-    t0, t1 = samples[0][0], samples[-1][0]
-    width = (t1 - t0) / batches or 1.0
-    groups: list[list[float]] = [[] for _ in range(batches)]
-    for t, v in samples:
-        groups[min(batches - 1, int((t - t0) / width))].append(v)
-    if any(len(g) < 2 for g in groups):
-        return None
-    est = []
-    for g in groups:
-        g.sort()
-        est.append(g[min(len(g) - 1, int(q * len(g)))])
-    mean = sum(est) / batches
-    sd = math.sqrt(sum((e - mean) ** 2 for e in est) / (batches - 1))
-    half = (_T4 if batches == BATCHES else 2.0) * sd / math.sqrt(batches)
-    return mean - half, mean + half
 
 
 def _union(
@@ -211,7 +157,7 @@ def judge_probe(
     item, and each item's check; see the module docstring. ``share`` is the step's good share
     (needed with ``attainment``); ``per_request`` the measured requests' (send time, value) by
     field (``ttft_ms``, ...): a percentile's interval is then the union of the order-statistics
-    interval and the batch-means one (:func:`batch_interval`)."""
+    interval and the batch-means one (``metrics.intervals.batch_interval``)."""
     checks: list[ItemCheck] = []
     for item in slo.items:
         value = (step.get(item.field) or {}).get(item.quantile)
@@ -225,7 +171,7 @@ def judge_probe(
                 item.limit_ms,
                 value,
                 (lo, hi),
-                _latency_check(item.name, item.limit_ms, value, lo, hi),
+                _latency_check(item.limit_ms, value, lo, hi),
             )
         )
     if attainment is not None:

@@ -64,6 +64,10 @@ class StepTracker:
         #: successful requests sent in its measured part, and when those that ended in it ended.
         self.ttft_by_send: dict[int, list[tuple[float, float]]] = {}
         self.ends: dict[int, list[float]] = {}
+        #: Fields of every request tallied per step (a shape that judges requests asks:
+        #: :meth:`keep`); empty: nothing is kept.
+        self.kept_fields: tuple[str, ...] = ()
+        self.kept: dict[int, list[dict[str, Any]]] = {}
         self._future: list[dict[str, Any]] = []
 
     # -- phase changes (decided on the master, applied everywhere) ---------------------------
@@ -133,11 +137,30 @@ class StepTracker:
         if rec.get("phase") == "measure" and rec.get("step") is not None:
             self.stats.setdefault(rec["step"], LLMStats()).record(rec, itl_ms)
 
+    def keep(self, fields: tuple[str, ...]) -> None:
+        """From now on, keep ``fields`` (with the step, phase, status and send time) of every
+        request the master sees, by step: a shape judging a step's requests reads
+        :meth:`requests_of` instead of the records file."""
+        self.kept_fields = tuple(dict.fromkeys((*self.kept_fields, *fields)))
+
+    def requests_of(self, index: int) -> list[dict[str, Any]]:
+        """The kept requests of step ``index`` (see :meth:`keep`), in the order they arrived."""
+        return self.kept.get(index, [])
+
+    def _keep(self, rec: dict[str, Any]) -> None:
+        step = rec.get("step")
+        if step is None:
+            return
+        row = {k: rec.get(k) for k in ("step", "phase", "status", "wall_start", *self.kept_fields)}
+        self.kept.setdefault(int(step), []).append(row)
+
     def note_completion(self, rec: dict[str, Any], now: float | None = None) -> None:
         """Tally a finished request into the measured window it ended in (and was sent in).
         A record dated after ``now`` (a worker's clock ahead of the master's) waits until the open
         window has ended, so it is judged against the window's real end."""
         if rec.get("status") == "cancelled" or rec.get("wall_start") is None:
+            if self.kept_fields:
+                self._keep(rec)
             return
         sent = rec["wall_start"] + (rec.get("send_lag_ms") or 0.0) / 1000.0
         end = rec["wall_start"] + rec["e2e_ms"] / 1000.0 if rec.get("e2e_ms") is not None else None
@@ -145,6 +168,8 @@ class StepTracker:
         if max(sent, end or sent) > now and self.windows and self.windows[-1].end is None:
             self._future.append(rec)
             return
+        if self.kept_fields:
+            self._keep(rec)  # here, not above: a record put off to the window's end comes back
         for w in reversed(self.windows):
             a = w.measure_start
             if a is None:

@@ -79,20 +79,13 @@ class SLOShape(StepShape):
     def _judge(self, step: dict[str, Any], slo: SLO, attainment: float | None) -> Probe:
         assert self._pending is not None
         index, rate, repeat = self._pending
-        ctx = self.ctx
-        ctx.flush()
-        records: list[dict[str, Any]] = []
-        if ctx.records is not None:
-            from tokenload.results.records_file import read_records
-
-            records = read_records(ctx.records.path.parent)
+        records = self.ctx.steps.requests_of(index)  # tallied as they arrived (see next_step)
         share = good_share(records, index, slo)
         per_request: dict[str, list[tuple[float, float]]] = {}
         for r in records:
-            if r.get("step") == index and r.get("phase") == "measure" and r.get("status") == "ok":
+            if r["phase"] == "measure" and r["status"] == "ok" and r["wall_start"] is not None:
                 for item in slo.items:
-                    v = r.get(item.field)
-                    if v is not None and r.get("wall_start") is not None:
+                    if (v := r.get(item.field)) is not None:
                         per_request.setdefault(item.field, []).append((r["wall_start"], v))
         outcome, meets, checks = judge_probe(
             step, slo, attainment, share, float(_opt(self, "stop_error_rate")), per_request
@@ -116,6 +109,8 @@ class SLOShape(StepShape):
 
     def next_step(self, index: int, steps: list[dict[str, Any]]) -> Step | None:
         slo, plan, attainment = self._settings()
+        # The master keeps what judging a probe needs of each request, by step, as they arrive.
+        self.ctx.steps.keep((*(i.field for i in slo.items), "output_tokens"))
         if steps and self._pending is not None:
             self.probes.append(self._judge(steps[-1], slo, attainment))
         nxt = next_probe(self.probes, plan)

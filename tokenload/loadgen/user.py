@@ -15,7 +15,7 @@ from locust.user.task import LOCUST_STATE_RUNNING, LOCUST_STATE_STOPPING, LOCUST
 import json
 import logging
 import time
-from typing import Any, ClassVar, NoReturn
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 import gevent
 from gevent import GreenletExit
@@ -31,6 +31,9 @@ from tokenload.metrics.records import make_record
 from tokenload.workload.errors import PromptCountError, WorkloadError
 from tokenload.workload.plan import PlannedRequest
 from tokenload.workload.seeds import stream_for
+
+if TYPE_CHECKING:
+    from tokenload.workload.trace_prompts import TracePrompts
 
 __all__ = ["ChatUser", "CompletionsUser", "ConversationUser", "LLMUser"]
 
@@ -175,7 +178,7 @@ class LLMUser(User):
         else:
             self._prepared = _Prepared(body, self._requested_input_tokens, self._requested_output)
 
-    def _trace_prompts(self) -> Any:
+    def _trace_prompts(self) -> TracePrompts:
         from tokenload.loadgen.trace_replay import prompts_for
 
         return prompts_for(self.ctx, self.chat, self.host, self.cfg.api_key, self.model() or "unknown")
