@@ -18,6 +18,7 @@ from tokenload.loadgen.phases import StepTracker
 from tokenload.loadgen.steps import Step
 from tokenload.metrics.aggregate import LLMStats
 from tokenload.metrics.histogram import LogHistogram
+from tokenload.results.run_inputs import StepSources
 from tokenload.servermetrics.scraper import ScrapePoint
 from tokenload.web.blueprint import CSP, STATIC_DIR, make_blueprint, public_url
 from tokenload.web.live import LiveSeries, _Ring, window_histogram
@@ -66,6 +67,9 @@ class _Ctx:
         from tokenload.metrics.table import stats_rows
 
         return stats_rows(self.stats, self.elapsed_s())
+
+    def step_sources(self) -> StepSources:
+        return StepSources(tracker=self.steps)
 
 
 def test_window_histogram_is_the_histogram_of_the_new_values() -> None:
@@ -213,7 +217,7 @@ def _step_ctx(tmp_path: Path) -> _Ctx:
 
 
 def test_steps_get_the_verdicts_of_summary_json_once_settled(tmp_path: Path) -> None:
-    from tokenload.results.summary import build_summary
+    from tokenload.results.summary import step_summaries
 
     ctx = _step_ctx(tmp_path)
     live = LiveSeries(ctx)
@@ -244,7 +248,7 @@ def test_steps_get_the_verdicts_of_summary_json_once_settled(tmp_path: Path) -> 
     live.tick(123.0)
     rows = live.steps(127.0)
     # the same figures and verdicts as summary.json, which reads the whole file
-    ref = {s["index"]: s for s in build_summary(ctx, ctx.rows())["steps"]}
+    ref = {s["index"]: s for s in step_summaries(ctx.step_sources())}
     for row in rows:
         r = ref[row["index"]]
         assert row["output_tokens_per_s"] == pytest.approx(r["output_tokens_per_s"])
@@ -257,10 +261,10 @@ def test_a_failing_summary_leaves_the_step_table(tmp_path: Path, monkeypatch: py
     ctx.steps.begin(0, 2, None, 100.0)
     ctx.steps.end(0, 110.0)
 
-    def boom(c: Any, rows: Any) -> dict[str, Any]:
+    def boom(src: Any) -> list[dict[str, Any]]:
         raise RuntimeError("no records")
 
-    monkeypatch.setattr("tokenload.results.summary.build_summary", boom)
+    monkeypatch.setattr("tokenload.results.summary.step_summaries", boom)
     live = LiveSeries(ctx)
     live.to_json(now=120.0)
     live.tick(120.0)

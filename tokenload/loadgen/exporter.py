@@ -29,7 +29,7 @@ import logging
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flask import Response
 from gevent.pywsgi import WSGIServer
@@ -41,6 +41,11 @@ from tokenload import __version__
 from tokenload.loadgen.health import HealthMonitor
 from tokenload.metrics.failures import FAILURE_CLASSES
 from tokenload.metrics.histogram import LogHistogram
+
+if TYPE_CHECKING:
+    from locust.env import Environment
+
+    from tokenload.loadgen.plugin import RunContext
 
 __all__ = [
     "BUCKETS_S",
@@ -94,7 +99,7 @@ def log_histogram_buckets(h: LogHistogram, bounds: Sequence[float], scale: float
 class Exporter:
     """The registry and its collector for one run context (master or local runner)."""
 
-    def __init__(self, ctx: Any, health: HealthMonitor) -> None:
+    def __init__(self, ctx: RunContext, health: HealthMonitor) -> None:
         self.ctx = ctx
         self.health = health
         #: client id -> (time of the report, the worker's ``live`` block)
@@ -234,7 +239,7 @@ class Exporter:
 # -- wiring (called by tokenload.loadgen.plugin) ----------------------------------------------
 
 
-def install(environment: Any, ctx: Any) -> None:
+def install(environment: Environment, ctx: RunContext) -> None:
     """At Locust's ``init``: sample this process's health; on the master or local runner build
     the exporter, add ``/metrics`` to the web UI and serve ``--exporter-port``."""
     health = ctx.health  # started by the plugin before this is called
@@ -259,7 +264,7 @@ def install(environment: Any, ctx: Any) -> None:
         log.info("tokenload: /metrics on http://%s:%d/metrics", cfg.exporter_host, cfg.exporter_port)
 
 
-def worker_report(ctx: Any) -> dict[str, Any]:
+def worker_report(ctx: RunContext) -> dict[str, Any]:
     """What a worker adds to each report: its name, streams in flight, CPU % and loop lag."""
     health = ctx.health
     return {
@@ -273,7 +278,7 @@ def worker_report(ctx: Any) -> dict[str, Any]:
     }
 
 
-def note_worker(ctx: Any, client_id: str, live: dict[str, Any] | None) -> None:
+def note_worker(ctx: RunContext, client_id: str, live: dict[str, Any] | None) -> None:
     """On the master: keep a worker's latest ``live`` block."""
     exporter = ctx.extras.get(Exporter)
     if exporter is not None:

@@ -169,7 +169,7 @@ class StepShape(LoadTestShape):
             )
         from tokenload.results.summary import step_summaries
 
-        steps = step_summaries(self.ctx)
+        steps = step_summaries(self.ctx.step_sources())
         self.done.append(step)
         return self._choose(now, steps)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import locust  # noqa: F401  (gevent patches sockets before anything below is imported)
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokenload.loadgen import workload
 from tokenload.loadgen.option_table import option_value
@@ -23,6 +23,9 @@ from tokenload.workload.errors import WorkloadError
 from tokenload.workload.spec import TraceSpec, load_workload_file
 from tokenload.workload.trace import Trace, load_trace, parse_window, trace_stats
 from tokenload.workload.trace_prompts import TracePrompts
+
+if TYPE_CHECKING:
+    from tokenload.loadgen.plugin import RunContext
 
 __all__ = ["TraceShape", "load_run_trace", "prompts_for", "replays_trace", "trace_of"]
 
@@ -64,7 +67,7 @@ def _workload_trace(options: Any) -> TraceSpec:
     return spec.trace.model_copy(update={"path": str(spec.resolve_path(spec.trace.path))})
 
 
-def replays_trace(ctx: Any) -> bool:
+def replays_trace(ctx: RunContext) -> bool:
     """Whether this run's open-loop steps send a trace's rows (``--trace``, or a ``--workload``
     file of kind trace); decided once per process."""
     known = ctx.extras.get("replays_trace")
@@ -80,7 +83,7 @@ def replays_trace(ctx: Any) -> bool:
     return known
 
 
-def trace_of(ctx: Any) -> Trace:
+def trace_of(ctx: RunContext) -> Trace:
     """This process's trace (read on first use)."""
     trace = ctx.extras.get("trace")
     if trace is None:
@@ -88,7 +91,7 @@ def trace_of(ctx: Any) -> Trace:
     return trace
 
 
-def prompts_for(ctx: Any, chat: bool, host: str, api_key: str | None, model: str) -> TracePrompts:
+def prompts_for(ctx: RunContext, chat: bool, host: str, api_key: str | None, model: str) -> TracePrompts:
     """This process's request builder for trace rows (its prompt maker is the workload's: the
     target's /tokenize when it has one)."""
     key = ("trace_prompts", chat)

@@ -22,7 +22,7 @@ from gevent import GreenletExit
 
 from tokenload.client.http_stream import StreamTarget, Timeouts
 from tokenload.client.openai_stream import StreamState, build_request_body
-from tokenload.loadgen import plugin, workload
+from tokenload.loadgen import hooks, plugin, workload
 from tokenload.loadgen.pacing import OPEN_LOOP_OPTION, Slot
 from tokenload.loadgen.trace_replay import replays_trace
 from tokenload.metrics.definitions import Timing, compute_timing
@@ -39,7 +39,7 @@ __all__ = ["ChatUser", "CompletionsUser", "ConversationUser", "LLMUser"]
 
 log = logging.getLogger("tokenload")
 
-plugin.install()
+hooks.install()
 
 
 class LLMUser(User):

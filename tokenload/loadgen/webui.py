@@ -15,12 +15,17 @@ from __future__ import annotations
 import html
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flask import Response, request
 
 from tokenload.metrics.definitions import FORMULAS
 from tokenload.metrics.table import COLUMNS
+
+if TYPE_CHECKING:
+    from locust.env import Environment
+
+    from tokenload.loadgen.plugin import RunContext
 
 __all__ = ["CHARTS_TAB_KEY", "TAB_KEY", "extend_web_ui", "inject_html_table"]
 
@@ -32,7 +37,7 @@ def _round(v: Any) -> Any:
     return round(v, 2) if isinstance(v, float) else v
 
 
-def extend_web_ui(environment: Any, ctx: Any) -> None:
+def extend_web_ui(environment: Environment, ctx: RunContext) -> None:
     from tokenload.web.blueprint import make_blueprint
     from tokenload.web.live import LiveSeries
 

@@ -23,9 +23,12 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gevent
+
+if TYPE_CHECKING:
+    from tokenload.loadgen.plugin import RunContext
 
 __all__ = [
     "MASTER_LOST_EXIT_CODE",
@@ -206,7 +209,7 @@ class MasterWatchdog:
         self._stopped = True
 
 
-def watch(environment: Environment, ctx: Any) -> None:
+def watch(environment: Environment, ctx: RunContext) -> None:
     """Start the watcher this process needs (``init``): ``ctx`` is the run's RunContext, whose
     ``workers_lost`` list the master fills."""
     runner = environment.runner

@@ -13,7 +13,7 @@ from locust.runners import WorkerRunner
 import dataclasses
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gevent
 import gevent.lock
@@ -23,6 +23,9 @@ from tokenload.workload.errors import PromptCountError, WorkloadError
 from tokenload.workload.plan import RequestPlanner
 from tokenload.workload.spec import WorkloadSpec, load_workload_file, parse_workload
 from tokenload.workload.tokenize_api import TokenizeClient
+
+if TYPE_CHECKING:
+    from tokenload.loadgen.plugin import RunContext
 
 __all__ = ["load_spec", "planner_for"]
 
@@ -44,7 +47,7 @@ def load_spec(cfg: Any) -> WorkloadSpec:
 
 
 def planner_for(
-    ctx: Any, chat: bool, host: str, api_key: str | None, model: str, prompt_tokens: str | None = None
+    ctx: RunContext, chat: bool, host: str, api_key: str | None, model: str, prompt_tokens: str | None = None
 ) -> RequestPlanner:
     """This process's planner for the chat or the completions API (built once, on first use);
     ``prompt_tokens`` replaces the run's prompt length spec (a step's own, in a context sweep)."""
@@ -76,7 +79,7 @@ def _probe(client: TokenizeClient) -> None:
 
 
 def _build(
-    ctx: Any, chat: bool, host: str, api_key: str | None, model: str, prompt_tokens: str | None
+    ctx: RunContext, chat: bool, host: str, api_key: str | None, model: str, prompt_tokens: str | None
 ) -> RequestPlanner:
     cfg = ctx.config
     if prompt_tokens is not None and not cfg.workload_file:

@@ -23,7 +23,8 @@ from tokenload.metrics.histogram import LogHistogram
 from tokenload.metrics.intervals import mean_interval, quantile_interval, share_exceeds
 from tokenload.metrics.precision import targets_met
 from tokenload.metrics.steady import steady_state
-from tokenload.servermetrics.summary import summarize_window, tick_series
+from tokenload.results.run_inputs import RunFacts, StepSources
+from tokenload.servermetrics.summary import tick_series
 
 __all__ = [
     "CLIENT_CPU_LIMIT_PERCENT",
@@ -266,26 +267,22 @@ def _flag_worker_loss(steps: list[dict[str, Any]], lost: list[dict[str, Any]]) -
             step["flags"].append("worker_lost")
 
 
-def step_summaries(ctx: Any) -> list[dict[str, Any]]:
+def step_summaries(src: StepSources) -> list[dict[str, Any]]:
     """The steps so far (the last one may be open), each with its verdict. Called at the end of
-    a run and, by the knee search, at the end of each step."""
-    tracker = ctx.steps
+    a run and, by the shapes that choose steps from their results, at the end of each step."""
+    tracker = src.tracker
     windows = [w for w in tracker.windows if w.end is not None or w is tracker.windows[-1]]
     spans = [(w.measure_start or w.start, w.end or time.time()) for w in windows]
     empty = {"requests": 0, "input_tokens": 0, "output_tokens": 0, "sent": 0}
-    points = ctx.scraper.points if ctx.scraper is not None else None
+    points = src.points
     steps = []
     for w, (a, b) in zip(windows, spans, strict=True):
-        if hasattr(ctx, "server_window"):  # scraped points or Prometheus (--prometheus-url)
-            server = ctx.server_window(a, b)
-        else:
-            server = summarize_window(points, a, b) if points else None
         steps.append(
             step_summary(
                 w,
                 tracker.stats.get(w.index),
                 tracker.done.get(w.index, empty),
-                server,
+                src.server_window(a, b),  # scraped points or Prometheus (--prometheus-url)
                 tracker.cpu_max.get(w.index),
                 tracker.lag_ms.get(w.index, []),
             )
@@ -300,37 +297,34 @@ def step_summaries(ctx: Any) -> list[dict[str, Any]]:
         steps[-1]["steady_state"] = steady
         if steady and steady["drifting"]:
             steps[-1]["flags"].append("drifting")
-    lost = list(getattr(ctx, "workers_lost", []))
-    _flag_worker_loss(steps, lost)
-    judge_steps(steps, peaks=ctx.config.gpu_peaks)
+    _flag_worker_loss(steps, list(src.workers_lost))
+    judge_steps(steps, peaks=src.gpu_peaks)
     return steps
 
 
-def build_summary(ctx: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The summary of a finished run from its run context (see plugin.RunContext)."""
-    steps = step_summaries(ctx)
+def build_summary(src: StepSources, facts: RunFacts, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The summary of a finished run: its steps (judged), the knee and the run's facts."""
+    steps = step_summaries(src)
     knee = find_knee(steps, [s["verdict"] for s in steps])  # step_summaries judged them
-    peaks = ctx.config.gpu_peaks
-    lost = list(getattr(ctx, "workers_lost", []))
     return {
         "schema_version": SCHEMA_VERSION,
         "tokenload_version": __version__,
-        "run_id": ctx.run_dir.name if ctx.run_dir else None,
-        "host": ctx.environment.host,
-        "started_at": ctx.start_time,
-        "ended_at": ctx.end_time,
-        "config": ctx.config.public_dict(),
+        "run_id": facts.run_id,
+        "host": facts.host,
+        "started_at": facts.started_at,
+        "ended_at": facts.ended_at,
+        "config": facts.config,
         "formulas": FORMULAS,
         "steps": steps,
         "knee": knee,
-        "gpu_peaks": peaks,
+        "gpu_peaks": src.gpu_peaks,
         "totals": rows[-1] if rows else None,
-        "workers": sorted(ctx.workers_seen) or ["local"],
-        "workers_lost": lost,
+        "workers": sorted(facts.workers) or ["local"],
+        "workers_lost": list(src.workers_lost),
         # The shape's own findings (the knee search's probes and outcome, a stop reason).
-        "search": getattr(ctx, "shape_result", None),
-        "trace": trace_block(getattr(ctx, "trace_summary", None), steps),
-        "scrape_failures": ctx.scraper.failures if ctx.scraper is not None else None,
+        "search": facts.search,
+        "trace": trace_block(facts.trace, steps),
+        "scrape_failures": facts.scrape_failures,
     }
 
 

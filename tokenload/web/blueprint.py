@@ -19,12 +19,15 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from flask import Blueprint, Response, abort, request, send_from_directory
 
 from tokenload.metrics.table import to_csv
+
+if TYPE_CHECKING:
+    from tokenload.loadgen.plugin import RunContext
 
 __all__ = ["CSP", "STATIC_DIR", "make_blueprint", "public_url"]
 
@@ -67,7 +70,7 @@ def _float_arg(name: str) -> float | None:
 
 
 def make_blueprint(
-    ctx: Any,
+    ctx: RunContext,
     live: Any,
     *,
     url_prefix: str = "/tokenload",

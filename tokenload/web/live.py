@@ -32,11 +32,14 @@ import secrets
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gevent
 
 from tokenload.metrics.histogram import LogHistogram
+
+if TYPE_CHECKING:
+    from tokenload.loadgen.plugin import RunContext
 
 __all__ = ["CLIENT_FIELDS", "SERVER_FIELDS", "LiveSeries"]
 
@@ -167,7 +170,7 @@ class LiveSeries:
 
     def __init__(
         self,
-        ctx: Any,
+        ctx: RunContext,
         *,
         interval_s: float = 1.0,
         window_s: float | None = None,
@@ -203,7 +206,7 @@ class LiveSeries:
             self._greenlet = None
 
     def _run(self) -> None:
-        while not getattr(self.ctx, "_finished", False):
+        while not getattr(self.ctx, "finished", False):
             gevent.sleep(self.interval_s)
             try:
                 self.tick(time.time())
@@ -442,12 +445,12 @@ class LiveSeries:
         self._verdict_key = key
         try:
             from tokenload.analysis.judge import judge_steps
-            from tokenload.results.summary import build_summary
+            from tokenload.results.summary import step_summaries
 
-            summary = build_summary(self.ctx, self.ctx.rows())
+            sources = self.ctx.step_sources()
             done = {w.index for w in settled}
-            steps = [s for s in summary["steps"] if s["index"] in done]
-            judge_steps(steps, peaks=self.ctx.config.gpu_peaks)
+            steps = [s for s in step_summaries(sources) if s["index"] in done]
+            judge_steps(steps, peaks=sources.gpu_peaks)
             self._verdict_steps = {s["index"]: s for s in steps}
             self._verdict_error = None
         except Exception as exc:  # the step table still shows without verdicts

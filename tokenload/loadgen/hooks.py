@@ -1,0 +1,193 @@
+"""The one place where tokenload hooks into Locust's events (the state they act on is
+:class:`tokenload.loadgen.plugin.RunContext`, one per environment).
+
+* ``init``: the config is validated before any load; every process samples its health; a worker
+  listens for the master's announcements (loadgen/transport.py); the master or local runner
+  opens the run directory, tokenload's /metrics and the web UI's LLM tab;
+* ``request``: every finished LLM request fires one Locust ``request`` event (response_time =
+  E2E ms, response_length = output tokens); its ``context`` carries the record, folded into
+  :class:`LLMStats`, the step's statistics and the record queue;
+* ``report_to_master`` / ``worker_report``: workers ship stats and records and clear them; the
+  master merges them and appends the records to ``requests.jsonl`` at once;
+* ``spawning_complete`` / ``test_stop``: a run without a load shape gets a step per user count;
+* ``quitting``: the master (or local runner) writes the run directory's files.
+"""
+
+from __future__ import annotations
+
+import locust
+from locust.env import Environment
+from locust.runners import MasterRunner, WorkerRunner
+
+import gc
+import logging
+import sys
+import time
+from typing import Any
+
+import gevent
+
+from tokenload.loadgen import exporter, transport
+from tokenload.loadgen.health import HealthMonitor
+from tokenload.loadgen.options import add_arguments
+from tokenload.loadgen.plugin import RunContext, context_of, environments
+from tokenload.loadgen.workers import watch as watch_processes
+from tokenload.metrics.aggregate import LLMStats, itl_histogram
+
+__all__ = ["install"]
+
+log = logging.getLogger("tokenload")
+
+#: Locals flush records to disk at this interval (workers ride Locust's report interval).
+_FLUSH_INTERVAL_S = 1.0
+
+
+def _on_init(environment: Environment, **_kw: Any) -> None:
+    ctx = context_of(environment)
+    runner = environment.runner
+    if not isinstance(runner, WorkerRunner):
+        # Config is validated up front: a bad workload file ends the run before any load.
+        from tokenload.loadgen.workload import load_spec
+        from tokenload.workload.errors import WorkloadError
+
+        try:
+            load_spec(ctx.config)
+        except WorkloadError as exc:
+            sys.exit(f"tokenload: {exc}")
+    # Every process samples its own health; the master only for its /metrics, not per step.
+    ctx.health = HealthMonitor(
+        lambda: (ctx.steps.step, ctx.steps.phase), per_step=not isinstance(runner, MasterRunner)
+    )
+    ctx.health.start()
+    if ctx.health.cpu_limit.cores < 1.0:
+        log.info("tokenload: CPU %% is measured against %s", ctx.health.cpu_limit.source)
+    if isinstance(runner, WorkerRunner):
+        transport.listen_as_worker(runner, ctx)
+    else:
+        ctx.open_run_dir()
+        if not isinstance(runner, MasterRunner):
+            gevent.spawn(_flush_loop, ctx)
+    watch_processes(environment, ctx)  # a worker lost (on the master), the master lost (on a worker)
+    exporter.install(environment, ctx)  # tokenload's own /metrics (master or local runner)
+    if environment.web_ui is not None:
+        from tokenload.loadgen.webui import extend_web_ui
+
+        extend_web_ui(environment, ctx)
+
+
+def _flush_loop(ctx: RunContext) -> None:
+    while not ctx.finished:
+        gevent.sleep(_FLUSH_INTERVAL_S)
+        if ctx.health is not None:
+            ctx.steps.note_health(ctx.health.take())
+        try:
+            ctx.flush()
+        except OSError as exc:  # a full disk must not stop the load; the records stay queued
+            log.warning("tokenload: could not write records: %s", exc)
+
+
+def _on_request(context: dict[str, Any] | None = None, **_kw: Any) -> None:
+    item = context.get("tokenload") if context else None
+    if item is None:
+        return
+    # Local runners and workers both see the request where it was made.
+    environment = item[2]
+    ctx = context_of(environment)
+    record, itl = item[0], itl_histogram(item[1])  # binned once, merged into each histogram
+    ctx.stats.record(record, itl)
+    ctx.steps.record(record, itl)
+    if not ctx.is_worker:
+        ctx.steps.note_completion(record)
+    ctx.pending.append(record)
+
+
+def _on_report_to_master(client_id: str, data: dict[str, Any], **_kw: Any) -> None:
+    env = _worker_env(client_id)
+    if env is not None:
+        transport.fill_worker_report(context_of(env), data)
+
+
+def _on_worker_report(client_id: str, data: dict[str, Any], **_kw: Any) -> None:
+    payload = data.get("tokenload")
+    env = _master_env()
+    if payload is not None and env is not None:
+        transport.take_worker_report(context_of(env), client_id, payload)
+
+
+def _on_test_start(environment: Environment, **_kw: Any) -> None:
+    ctx = context_of(environment)
+    if ctx.start_time is None:
+        ctx.start_time = time.time()
+        # Everything imported and set up so far is long-lived: keep the cyclic GC's full
+        # collections (milliseconds of event-loop stall, i.e. timing error) off it.
+        gc.collect()
+        gc.freeze()
+        gc.set_threshold(20_000, 50, 1_000)
+    ctx.end_time = None
+    ctx.start_scraper()
+
+
+def _shapeless(environment: Environment) -> bool:
+    """A master or local run without a load shape (its steps are implicit: see implicit_step)."""
+    return not isinstance(environment.runner, WorkerRunner) and environment.shape_class is None
+
+
+def _on_spawning_complete(user_count: int, **_kw: Any) -> None:
+    for env in environments():
+        if env.runner is not None and _shapeless(env):
+            context_of(env).implicit_step(int(user_count), time.time())
+
+
+def _on_test_stop(environment: Environment, **_kw: Any) -> None:
+    ctx = context_of(environment)
+    ctx.end_time = time.time()
+    if environment.runner is not None and _shapeless(environment):
+        ctx.end_implicit_step(ctx.end_time)
+    if ctx.scraper is not None:
+        ctx.scraper.scrape_once()  # the state at the end of the load, inside the window
+
+
+def _on_reset_stats(**_kw: Any) -> None:
+    for ctx in [context_of(env) for env in environments()]:
+        ctx.stats = LLMStats()
+        ctx.start_time = time.time()
+
+
+def _on_quitting(environment: Environment, **_kw: Any) -> None:
+    context_of(environment).finish()
+
+
+# report_to_master / worker_report do not pass the environment; there is one runner per process.
+def _worker_env(_client_id: str) -> Environment | None:
+    for env in environments():
+        if isinstance(env.runner, WorkerRunner):
+            return env
+    return None
+
+
+def _master_env() -> Environment | None:
+    for env in environments():
+        if isinstance(env.runner, MasterRunner):
+            return env
+    return None
+
+
+_installed: set[int] = set()
+
+
+def install(events: Any = None) -> None:
+    """Register tokenload's listeners on Locust's events (idempotent)."""
+    events = events or locust.events
+    if id(events) in _installed:
+        return
+    _installed.add(id(events))
+    events.init_command_line_parser.add_listener(add_arguments)
+    events.init.add_listener(_on_init)
+    events.request.add_listener(_on_request)
+    events.report_to_master.add_listener(_on_report_to_master)
+    events.worker_report.add_listener(_on_worker_report)
+    events.test_start.add_listener(_on_test_start)
+    events.test_stop.add_listener(_on_test_stop)
+    events.spawning_complete.add_listener(_on_spawning_complete)
+    events.reset_stats.add_listener(_on_reset_stats)
+    events.quitting.add_listener(_on_quitting)
