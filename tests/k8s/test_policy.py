@@ -293,7 +293,7 @@ def test_a_headless_master_keeps_its_results_where_the_overlay_says(rendered) ->
         assert master["command"][-1] == "master-headless"
         assert job["spec"]["backoffLimit"] == 0, "a load test must not be re-run silently"
         [results] = [v for v in spec["volumes"] if v["name"] == "results"]
-        persistent = name in ("overlays/headless-job", "overlays/vllm")
+        persistent = name in ("overlays/headless-job", "overlays/vllm", "overlays/vllm-prometheus")
         assert ("persistentVolumeClaim" in results) == persistent and ("emptyDir" in results) != persistent
         assert {"name": "results", "mountPath": "/results"} in master["volumeMounts"]
 
@@ -309,24 +309,53 @@ def test_every_pod_runs_the_image_components_image_sets(rendered) -> None:
             )
 
 
-def test_the_locustfiles_run_are_in_the_configmap(rendered) -> None:
+#: Where the image keeps the repository's locustfiles/ (Dockerfile: WORKDIR /opt/tokenload), and
+#: where components/own-locustfiles mounts a user's own.
+IMAGE_LOCUSTFILES = "/opt/tokenload/locustfiles"
+OWN_LOCUSTFILES = "/etc/tokenload/own-locustfiles"
+
+
+def test_the_locustfiles_run_are_the_images_or_in_the_own_configmap(rendered) -> None:
     name, docs = rendered
     config = run_config(docs)
     if config is None:
         return
-    [locustfiles] = [
-        d for d in by_kind(docs, "ConfigMap") if d["metadata"]["name"].startswith("tokenload-locustfiles-")
+    own = [
+        d
+        for d in by_kind(docs, "ConfigMap")
+        if d["metadata"]["name"].startswith("tokenload-own-locustfiles-")
     ]
-    mounts = {
-        m["mountPath"]
-        for d, spec in manifests.workloads(docs)
-        for c in spec["containers"]
-        for m in c.get("volumeMounts") or []
-        if m["name"] == "locustfiles"
-    }
-    assert mounts == {"/etc/tokenload/locustfiles"}
+    image = {p.name for p in (K8S.parent / "locustfiles").glob("*.py")}
     for path in config["LOCUST_LOCUSTFILE"].split(","):
         directory, _, filename = path.strip().rpartition("/")
-        assert directory == "/etc/tokenload/locustfiles" and filename in locustfiles["data"], (
-            f"{name}: {path}"
-        )
+        if directory == IMAGE_LOCUSTFILES:
+            assert filename in image, f"{name}: {path} is not in the image (locustfiles/)"
+            continue
+        assert directory == OWN_LOCUSTFILES and own and filename in own[0]["data"], f"{name}: {path}"
+        # ... and every master and worker mounts it there
+        for doc, spec in manifests.workloads(docs):
+            if component(doc) in ("master", "worker"):
+                mounts = {m["mountPath"] for m in spec["containers"][0].get("volumeMounts") or []}
+                assert OWN_LOCUSTFILES in mounts, f"{name}: {manifests.name_of(doc)} lacks {OWN_LOCUSTFILES}"
+
+
+def test_prometheus_is_reached_by_the_master_alone_on_its_port_alone(kubectl: str) -> None:
+    docs = list(manifests.render_cached(kubectl, K8S / "overlays" / "vllm-prometheus"))
+    config = run_config(docs)
+    assert config is not None
+    url = urlsplit(config["TOKENLOAD_PROMETHEUS_URL"])
+    assert url.scheme == "http" and url.port == 9090 and not config["TOKENLOAD_METRICS_DISCOVER"]
+    pods = {component(d): manifests.pod_labels(d) for d, _ in manifests.workloads(docs)}
+    rules = [
+        (policy, rule)
+        for policy in by_kind(docs, "NetworkPolicy")
+        for rule in policy["spec"].get("egress") or []
+        if ("TCP", 9090) in ports_of(rule)
+    ]
+    assert [p["metadata"]["name"] for p, _ in rules] == ["tokenload-prometheus"]
+    [(policy, rule)] = rules
+    assert ports_of(rule) == {("TCP", 9090)}, "egress to the Prometheus port only"
+    assert selector_matches(policy["spec"]["podSelector"], pods["master"])
+    assert not selector_matches(policy["spec"]["podSelector"], pods["worker"])
+    [peer] = rule["to"]
+    assert peer["namespaceSelector"] and peer["podSelector"], "a peer, not anywhere"

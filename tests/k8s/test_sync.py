@@ -1,6 +1,5 @@
-"""What k8s/ copies or describes stays in step with its source: the locustfiles (kustomize can only
-read files under its root, so k8s/base keeps copies), the Grafana dashboard and its ConfigMap,
-the README's list of overlays."""
+"""What k8s/ describes stays in step with its source (the Grafana dashboard and its ConfigMap, the
+README's list of overlays), and it copies nothing: the locustfiles are the image's."""
 
 from __future__ import annotations
 
@@ -16,25 +15,18 @@ from tests.k8s.manifests import K8S, ROOT
 DASHBOARD = K8S / "grafana" / "tokenload-dashboard.json"
 
 
-def test_the_locustfile_copies_are_identical_to_the_repositorys() -> None:
+def test_no_locustfile_is_copied_the_image_has_them() -> None:
+    """The base runs the image's locustfiles (the Dockerfile copies locustfiles/): k8s/ keeps no
+    copy of any of them, and the default one exists in the repository."""
     source = {p.name: p.read_bytes() for p in (ROOT / "locustfiles").glob("*.py")}
-    copies = {p.name: p.read_bytes() for p in (K8S / "base" / "locustfiles").glob("*.py")}
     assert source, "no locustfiles/*.py"
-    assert sorted(copies) == sorted(source), "copy locustfiles/*.py to k8s/base/locustfiles/ (and list it)"
-    for name in source:
-        assert copies[name] == source[name], (
-            f"k8s/base/locustfiles/{name} differs: cp locustfiles/{name} k8s/base/locustfiles/"
-        )
-
-
-def test_every_copy_is_in_the_configmap() -> None:
+    copies = [p for p in K8S.rglob("*.py") if p.read_bytes() in source.values()]
+    assert not copies, f"copies of locustfiles/ under k8s/: {copies}"
     data = yaml.safe_load((K8S / "base" / "kustomization.yaml").read_text())
-    [generator] = [g for g in data["configMapGenerator"] if g["name"] == "tokenload-locustfiles"]
-    listed = sorted(generator["files"])
-    assert listed == sorted(f"locustfiles/{p.name}" for p in (K8S / "base" / "locustfiles").glob("*.py"))
+    assert not [g for g in data.get("configMapGenerator") or [] if "locustfile" in g["name"]]
     env = (K8S / "base" / "run.env").read_text()
-    default = re.search(r"^LOCUST_LOCUSTFILE=/etc/tokenload/(\S+)$", env, re.MULTILINE)
-    assert default and default.group(1) in listed
+    default = re.search(r"^LOCUST_LOCUSTFILE=/opt/tokenload/locustfiles/(\S+)$", env, re.MULTILINE)
+    assert default and default.group(1) in source
 
 
 def test_the_dashboard_is_a_valid_grafana_dashboard() -> None:
