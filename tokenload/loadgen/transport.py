@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import gevent
 
 from tokenload.loadgen import exporter
+from tokenload.loadgen.locust_private import send_report_now
 from tokenload.loadgen.phases import PHASE_MESSAGE
 from tokenload.metrics.aggregate import LLMStats
 
@@ -129,9 +130,8 @@ def listen_as_worker(runner: WorkerRunner, ctx: RunContext) -> None:
         ctx.gate.set_closed(bool(data.get("hold")), float(data.get("hold_spread_s") or 0.0))
 
     runner.register_message(PHASE_MESSAGE, on_phase)
-    # Locust's worker report, sent now rather than at its next tick. Locust has no public call
-    # for it: WorkerRunner._send_stats is what its own report loop calls.
-    runner.register_message(FLUSH_MESSAGE, lambda msg, **_: gevent.spawn(runner._send_stats))
+    # Locust's worker report, sent now rather than at its next tick.
+    runner.register_message(FLUSH_MESSAGE, lambda msg, **_: gevent.spawn(send_report_now, runner))
 
 
 def fill_worker_report(ctx: RunContext, data: dict[str, Any]) -> None:

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import gevent
 
+from tokenload.loadgen.locust_private import dispatch_in_progress
+
 if TYPE_CHECKING:
     from tokenload.loadgen.plugin import RunContext
 
@@ -138,8 +140,7 @@ class WorkerLossWatch:
                 return False
             if runner.worker_count <= 0:
                 return False
-            dispatcher = runner._users_dispatcher
-            if runner.spawning_completed and (dispatcher is None or not dispatcher.dispatch_in_progress):
+            if runner.spawning_completed and not dispatch_in_progress(runner):
                 runner.start(runner.target_user_count, runner.spawn_rate)
                 return True
             gevent.sleep(0.2)
