@@ -118,13 +118,27 @@ def _on_test_start(environment: Environment, **_kw: Any) -> None:
     ctx = context_of(environment)
     if ctx.start_time is None:
         ctx.start_time = time.time()
-        # Everything imported and set up so far is long-lived: keep the cyclic GC's full
-        # collections (milliseconds of event-loop stall, i.e. timing error) off it.
-        gc.collect()
-        gc.freeze()
-        gc.set_threshold(20_000, 50, 1_000)
+        if not isinstance(environment.runner, MasterRunner) and ctx.config.gc_freeze:
+            freeze_gc()
     ctx.end_time = None
     ctx.start_scraper()
+
+
+#: Full (oldest-generation) collections at most once per this many young ones, and young ones
+#: after this many allocations: CPython's defaults are (700, 10, 10).
+GC_THRESHOLD = (20_000, 50, 1_000)
+
+
+def freeze_gc() -> None:
+    """In a process that sends requests (a worker, or a local runner; never the master, which
+    times nothing): everything imported and set up so far is long-lived, so move it out of the
+    collector's sight (``gc.freeze``) and make collections rarer. A full collection walks every
+    tracked object: with Locust, gevent and the workload loaded, that is a stall of the event
+    loop, and a scheduled send or a read waits for it (``--no-gc-freeze`` leaves the collector
+    alone; bench/gc_freeze.py measures both)."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLD)
 
 
 def _shapeless(environment: Environment) -> bool:

@@ -172,6 +172,15 @@ OPTIONS: tuple[Option, ...] = (
         "--stall-timeout", "load", "Seconds without bytes mid-stream", default=30.0, type=t.positive_seconds
     ),
     Option("--run-dir", "load", "Run directory; default reports/<run-id>", default="", in_sweep=False),
+    Option(
+        "--no-gc-freeze",
+        "load",
+        "Leave Python's garbage collector alone in the processes that send requests (default: at "
+        "the test's start they freeze what exists and collect fully less often, so the collector's "
+        "pauses do not delay scheduled sends; bench/gc_freeze.py measures it)",
+        default=False,
+        kind="switch",
+    ),
     # --- the server's side -------------------------------------------------------------------
     Option(
         "--metrics-url",

@@ -46,6 +46,8 @@ class RunConfig:
     #: tokenload's own /metrics on a port of its own (0 = off).
     exporter_port: int = 0
     exporter_host: str = "0.0.0.0"
+    #: The processes that send requests freeze the GC's long-lived objects (--no-gc-freeze: no).
+    gc_freeze: bool = True
 
     @property
     def api_key(self) -> str | None:
@@ -87,6 +89,7 @@ def run_config(options: Any) -> RunConfig:
         prometheus_selector=_selector(opt("prometheus_selector")),
         exporter_port=int(opt("exporter_port") or 0),
         exporter_host=str(opt("exporter_host")),
+        gc_freeze=not bool(opt("no_gc_freeze")),
     )
 
 

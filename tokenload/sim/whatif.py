@@ -11,7 +11,7 @@ emulated server, applied to its profile and engine configuration.
     max_num_seqs=512,kv_cache_dtype=fp8   several at once: one variant
 
 A change is a prediction of the same cost model, not a measurement: its answer is only as good as
-the profile's form (see the README's twin section for what was validated). Tensor parallelism is
+the profile's form (see docs/emulator.md's twin section for what was validated). Tensor parallelism is
 refused: the profiles model one GPU and carry no interconnect figures to cost its all-reduces.
 """
 
