@@ -40,6 +40,7 @@ PURE = [
     "tokenload.servermetrics.vocabulary",
     "tokenload.servermetrics.window",
     "tokenload.sim.costmodel",
+    "tokenload.sim.metric_catalog",
     "tokenload.workload.lengths",
     "tokenload.workload.trace",
     "tokenload.workload.trace_prompts",

@@ -1,11 +1,9 @@
 """The emulator's /metrics page: vLLM's Prometheus families with vLLM's names, types, help
 texts, labels and histogram buckets, fed by the engine step by step.
 
-``names="v1"`` reproduces vLLM 0.32 (V1 engine), copied from a real server's page
-(tests/goldens/vllm-0.32-cpu-metrics.txt). ``names="v0"`` reproduces vLLM 0.6.x (V0 engine),
-from vllm/engine/metrics.py of the 0.6 series (vllm-project/vllm on GitHub) and a real 0.6-series
-page (tests/goldens/vllm-0.6-v0-excerpt-metrics.txt): one label (model_name), no ``_created``
-series, ``gpu_cache_usage_perc`` and ``time_per_output_token_seconds``.
+The families are data (:mod:`tokenload.sim.metric_catalog`: ``V1`` reproduces vLLM 0.32, ``V0``
+vLLM 0.6.x, ``HTTP`` the API server's); this module builds them and fills them from the engine's
+steps. tests/sim/test_metrics.py checks the page against real servers' pages (tests/goldens/).
 
 The families are small hand-written collectors in a private CollectorRegistry rather than
 prometheus_client's Histogram and Counter: the engine observes one inter-token latency per
@@ -26,6 +24,8 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
+from tokenload.sim import metric_catalog as catalog
+from tokenload.sim.metric_catalog import MODEL, FamilySpec, token_count_buckets
 from tokenload.sim.stats import ALL_WAITING_CAUSES, StepStats
 
 __all__ = ["SimMetrics", "build_1_2_5_buckets"]
@@ -33,94 +33,9 @@ __all__ = ["SimMetrics", "build_1_2_5_buckets"]
 
 def build_1_2_5_buckets(max_value: int) -> list[float]:
     """1, 2, 5, 10, 20, 50, ... up to ``max_value``, as vLLM builds token-count buckets."""
-    return _build_buckets((1, 2, 5), max_value)
+    return token_count_buckets((1, 2, 5), max_value)
 
 
-# Bucket boundaries, copied from the sources named in the module docstring.
-# fmt: off
-_V1_TTFT_BUCKETS = (
-    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-    20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
-)
-_V1_ITL_BUCKETS = (
-    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
-)
-_V1_REQUEST_LATENCY_BUCKETS = (
-    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
-    120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0,
-)
-_V1_ITERATION_TOKENS_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
-_V1_PREEMPTIONS_BUCKETS = (1, 2, 3, 4, 5, 10, 20)
-_N_BUCKETS = (1, 2, 5, 10, 20)
-_V0_TTFT_BUCKETS = (
-    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-)
-_V0_TPOT_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5)
-_V0_REQUEST_LATENCY_BUCKETS = (
-    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
-)
-_HTTP_HIGHR_BUCKETS = (
-    0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5,
-    5.0, 7.5, 10.0, 30.0, 60.0,
-)
-_HTTP_BUCKETS = (0.1, 0.5, 1.0)
-# fmt: on
-
-# vLLM 0.32's cache_config_info labels (from the golden page), with the values a default GPU
-# setup reports; the engine overrides the ones it knows (block size, blocks, memory, ...).
-_V1_CACHE_CONFIG_DEFAULTS = {
-    "_block_size_resolved": "True",
-    "block_size": "16",
-    "cache_dtype": "auto",
-    "cache_hit_alignment_tokens": "None",
-    "effective_attention_block_size": "16",
-    "enable_mamba_shared_prefix_checkpoint": "False",
-    "enable_prefix_caching": "False",
-    "gpu_memory_utilization": "0.9",
-    "hash_block_size": "None",
-    "is_attention_free": "False",
-    "kv_cache_dtype_skip_layers": "[]",
-    "kv_cache_layout": "None",
-    "kv_cache_max_concurrency": "None",
-    "kv_cache_memory_bytes": "None",
-    "kv_cache_size_tokens": "None",
-    "kv_offloading_backend": "native",
-    "kv_offloading_size": "None",
-    "kv_sharing_fast_prefill": "False",
-    "mamba_block_size": "None",
-    "mamba_cache_dtype": "auto",
-    "mamba_cache_mode": "none",
-    "mamba_page_size_padded": "None",
-    "mamba_ssm_cache_dtype": "float32",
-    "num_cpu_blocks": "None",
-    "num_gpu_blocks": "None",
-    "num_gpu_blocks_override": "None",
-    "prefix_cache_retention_interval": "0",
-    "prefix_caching_hash_algo": "sha256",
-    "prefix_match_unit": "None",
-    "replayssm_buffer_len": "16",
-    "skip_page_size_padded": "None",
-    "sliding_window": "None",
-    "swa_bounded_replay": "True",
-    "use_kda_recoverssm": "False",
-    "use_replayssm": "False",
-    "user_specified_block_size": "False",
-}
-# vLLM 0.6's CacheConfig attributes as metrics_info() lists them, with the label set of a real
-# 0.6-series page (tests/goldens/vllm-0.6-v0-excerpt-metrics.txt); later 0.6 patch releases
-# added a few more.
-_V0_CACHE_CONFIG_DEFAULTS = {
-    "block_size": "16",
-    "cache_dtype": "auto",
-    "cpu_offload_gb": "0",
-    "enable_prefix_caching": "False",
-    "gpu_memory_utilization": "0.9",
-    "num_cpu_blocks": "2048",
-    "num_gpu_blocks": "None",
-    "num_gpu_blocks_override": "None",
-    "sliding_window": "None",
-    "swap_space_bytes": "4294967296",
-}
 # V0 refreshed its deprecated average-throughput gauges once per logging interval.
 _V0_THROUGHPUT_INTERVAL_S = 5.0
 
@@ -306,9 +221,7 @@ class SimMetrics:
         # Filled by configure(): the token-count buckets depend on the engine's max_model_len.
         self._families: list[_Family] = []
         self.registry.register(_FamilyCollector(self._families))
-        self._cache_config_base = dict(
-            _V1_CACHE_CONFIG_DEFAULTS if names == "v1" else _V0_CACHE_CONFIG_DEFAULTS
-        )
+        self._cache_config_base = dict(catalog.V1_CACHE_CONFIG if names == "v1" else catalog.V0_CACHE_CONFIG)
         self._prefix_queries_total = 0.0
         self._prefix_hits_total = 0.0
 
@@ -328,13 +241,13 @@ class SimMetrics:
                 "Emulator only: modelled duration of each engine step.",
                 "histogram",
                 ("model_name",),
-                _V1_ITL_BUCKETS,
+                catalog.V1_ITL_BUCKETS,
             ).histogram(model_name)
             self.registry.register(_FamilyCollector(self._sim_families))
 
         self._http_families: list[_Family] = []
         if include_http_metrics:
-            self._build_http()
+            self._build(catalog.HTTP, self._http_families)
             self.registry.register(_FamilyCollector(self._http_families))
         if max_model_len is not None:
             self.configure(max_model_len, max_num_seqs)
@@ -355,25 +268,39 @@ class SimMetrics:
         self._cache_family = self._families[-1]
         self.set_cache_config({})
 
-    # --- family tables -----------------------------------------------------------------------
+    # --- the families, from the catalogs (sim/metric_catalog.py) -----------------------------
 
-    def _family(
+    def _build(
         self,
-        name: str,
-        documentation: str,
-        typ: Literal["counter", "gauge", "histogram", "summary"],
-        extra_labels: Sequence[str] = (),
-        buckets: Sequence[float] = (),
-        *,
-        base_labels: bool = True,
-    ) -> _Family:
-        if self.names == "v1":
-            labelnames = (("engine", "model_name") if base_labels else ()) + tuple(extra_labels)
-        else:
-            labelnames = (("model_name",) if base_labels else ()) + tuple(extra_labels)
-        family = _Family(name, documentation, typ, labelnames, buckets, with_created=self.names == "v1")
-        self._families.append(family)
-        return family
+        specs: tuple[FamilySpec, ...],
+        into: list[_Family],
+        max_model_len: int = 0,
+        max_num_seqs: int = 0,
+    ) -> None:
+        """Create ``specs``' families (in order) and the series a fresh server shows, binding the
+        ones the observations fill to this object's attributes."""
+        base = self._labels
+        base_names = ("engine", "model_name") if self.names == "v1" else ("model_name",)
+        for spec in specs:
+            labelnames = (base_names if spec.base_labels else ()) + spec.labels
+            family = _Family(
+                spec.name,
+                spec.help,
+                spec.type,
+                labelnames,
+                self._bounds(spec, max_model_len, max_num_seqs),
+                with_created=self.names == "v1",
+            )
+            into.append(family)
+            if spec.bind_family:
+                setattr(self, spec.bind_family, family)
+            for child in spec.children:
+                values = tuple(self.model_name if v == MODEL else v for v in child.values)
+                series = family.labels(*((base if spec.base_labels else ()) + values))
+                if child.value is not None:
+                    series.set(child.value)  # type: ignore[union-attr]
+                if child.bind:
+                    setattr(self, child.bind, series)
 
     def _sim_family(
         self,
@@ -387,397 +314,27 @@ class SimMetrics:
         self._sim_families.append(family)
         return family
 
+    @staticmethod
+    def _bounds(spec: FamilySpec, max_model_len: int, max_num_seqs: int) -> tuple[float, ...]:
+        if spec.buckets == "tokens":
+            return tuple(build_1_2_5_buckets(max_model_len))
+        if spec.buckets == "capture_sizes":
+            return (1, 2, 4, *(8 * i for i in range(1, 1025) if 8 * i <= max(8, max_num_seqs)))
+        return spec.buckets
+
     def _build_v1(self, max_model_len: int) -> None:
-        """vLLM 0.32, in the golden page's order. Children vLLM creates at start are created here
-        too, so a fresh emulator shows the same zero-valued series."""
-        L = self._labels
-        f = self._family
-        token_buckets = build_1_2_5_buckets(max_model_len)
-        per_gpu = "(for Model Flops Utilization calculations)."
-        self.flops = f(
-            "vllm:estimated_flops_per_gpu_total",
-            f"Estimated number of floating point operations per GPU {per_gpu}",
-            "counter",
-        ).counter(*L)
-        self.read_bytes = f(
-            "vllm:estimated_read_bytes_per_gpu_total",
-            f"Estimated number of bytes read from memory per GPU {per_gpu}",
-            "counter",
-        ).counter(*L)
-        self.write_bytes = f(
-            "vllm:estimated_write_bytes_per_gpu_total",
-            f"Estimated number of bytes written to memory per GPU {per_gpu}",
-            "counter",
-        ).counter(*L)
-        self.running = f(
-            "vllm:num_requests_running", "Number of requests in model execution batches.", "gauge"
-        ).gauge(*L)
-        self.waiting = f(
-            "vllm:num_requests_waiting", "Number of requests waiting to be processed.", "gauge"
-        ).gauge(*L)
-        by_reason = f(
-            "vllm:num_requests_waiting_by_reason",
-            "Number of waiting requests by reason. Reason labels: "
-            "'capacity' = waiting for scheduling capacity; "
-            "'deferred' = deferred by transient constraints (LoRA budget, KV transfer, blocked status). "
-            "Sum of all reasons equals vllm:num_requests_waiting.",
-            "gauge",
-            ("reason",),
-        )
-        self.waiting_capacity = by_reason.gauge(*L, "capacity")
-        by_reason.gauge(*L, "deferred")  # no LoRA, KV transfer or blocked requests in the emulator
-        sleep = f(
-            "vllm:engine_sleep_state",
-            "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; "
-            "weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.",
-            "gauge",
-            ("sleep_state",),
-        )
-        sleep.gauge(*L, "awake").set(1.0)
-        sleep.gauge(*L, "weights_offloaded")
-        sleep.gauge(*L, "discard_all")
-        self.kv_usage = f(
-            "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", "gauge"
-        ).gauge(*L)
-        self.prefix_queries = f(
-            "vllm:prefix_cache_queries_total",
-            "Prefix cache queries, in terms of number of queried tokens.",
-            "counter",
-        ).counter(*L)
-        self.prefix_hits = f(
-            "vllm:prefix_cache_hits_total",
-            "Prefix cache hits, in terms of number of cached tokens.",
-            "counter",
-        ).counter(*L)
-        f(
-            "vllm:external_prefix_cache_queries_total",
-            "External prefix cache queries from KV connector cross-instance cache sharing, "
-            "in terms of number of queried tokens.",
-            "counter",
-        ).counter(*L)
-        f(
-            "vllm:external_prefix_cache_hits_total",
-            "External prefix cache hits from KV connector cross-instance cache sharing, "
-            "in terms of number of cached tokens.",
-            "counter",
-        ).counter(*L)
-        f(
-            "vllm:mm_cache_queries_total",
-            "Multi-modal cache queries, in terms of number of queried items.",
-            "counter",
-        ).counter(*L)
-        f(
-            "vllm:mm_cache_hits_total",
-            "Multi-modal cache hits, in terms of number of cached items.",
-            "counter",
-        ).counter(*L)
-        self.preemptions = f(
-            "vllm:num_preemptions_total", "Cumulative number of preemption from the engine.", "counter"
-        ).counter(*L)
-        self.prompt_tokens = f(
-            "vllm:prompt_tokens_total", "Number of prefill tokens processed.", "counter"
-        ).counter(*L)
-        by_source = f(
-            "vllm:prompt_tokens_by_source_total", "Number of prompt tokens by source.", "counter", ("source",)
-        )
-        self.prompt_local_compute = by_source.counter(*L, "local_compute")
-        self.prompt_local_cache_hit = by_source.counter(*L, "local_cache_hit")
-        by_source.counter(*L, "external_kv_transfer")
-        self.prompt_cached = f(
-            "vllm:prompt_tokens_cached_total", "Number of cached prompt tokens (local + external).", "counter"
-        ).counter(*L)
-        cached_by_source = f(
-            "vllm:prompt_tokens_cached_by_source_total",
-            "Prefix-cache hit tokens by the cache tier that supplied them: device (local HBM), "
-            "host (offloaded to DRAM), disk, p2p (transferred from another vLLM instance) "
-            "or external_unspecified. Counted at admission; "
-            "sums to vllm:prefix_cache_hits + vllm:external_prefix_cache_hits.",
-            "counter",
-            ("source",),
-        )
-        self.prompt_cached_device = cached_by_source.counter(*L, "device")
-        for source in ("host", "p2p", "disk", "external_unspecified"):
-            cached_by_source.counter(*L, source)
-        self.generation_tokens = f(
-            "vllm:generation_tokens_total", "Number of generation tokens processed.", "counter"
-        ).counter(*L)
-        self.success = f(
-            "vllm:request_success_total",
-            "Count of successfully processed requests.",
-            "counter",
-            ("finished_reason",),
-        )
-        for reason in ("stop", "length", "abort", "error", "repetition"):
-            self.success.counter(*L, reason)
-        rejections = f(
-            "vllm:admission_rejections_total",
-            "Number of admission attempts rejected by a queue limit, by reason.",
-            "counter",
-            ("model_name", "reason"),
-            base_labels=False,
-        )
-        for reason in ("max_num_queued_reqs", "max_num_queued_tokens"):
-            rejections.counter(self.model_name, reason)  # the emulator has no queue limits
-        self.h_prompt_tokens = f(
-            "vllm:request_prompt_tokens",
-            "Number of prefill tokens processed.",
-            "histogram",
-            (),
-            token_buckets,
-        ).histogram(*L)
-        self.h_generation_tokens = f(
-            "vllm:request_generation_tokens",
-            "Number of generation tokens processed.",
-            "histogram",
-            (),
-            token_buckets,
-        ).histogram(*L)
-        self.h_iteration_tokens = f(
-            "vllm:iteration_tokens_total",
-            "Histogram of number of tokens per engine_step.",
-            "histogram",
-            (),
-            _V1_ITERATION_TOKENS_BUCKETS,
-        ).histogram(*L)
-        self.h_max_generation_tokens = f(
-            "vllm:request_max_num_generation_tokens",
-            "Histogram of maximum number of requested generation tokens.",
-            "histogram",
-            (),
-            token_buckets,
-        ).histogram(*L)
-        self.h_n = f(
-            "vllm:request_params_n", "Histogram of the n request parameter.", "histogram", (), _N_BUCKETS
-        ).histogram(*L)
-        self.h_max_tokens = f(
-            "vllm:request_params_max_tokens",
-            "Histogram of the max_tokens request parameter.",
-            "histogram",
-            (),
-            token_buckets,
-        ).histogram(*L)
-        self.h_ttft = f(
-            "vllm:time_to_first_token_seconds",
-            "Histogram of time to first token in seconds.",
-            "histogram",
-            (),
-            _V1_TTFT_BUCKETS,
-        ).histogram(*L)
-        self.h_itl = f(
-            "vllm:inter_token_latency_seconds",
-            "Histogram of inter-token latency in seconds.",
-            "histogram",
-            (),
-            _V1_ITL_BUCKETS,
-        ).histogram(*L)
-        self.h_tpot = f(
-            "vllm:request_time_per_output_token_seconds",
-            "Histogram of time_per_output_token_seconds per request.",
-            "histogram",
-            (),
-            _V1_ITL_BUCKETS,
-        ).histogram(*L)
-        self.h_e2e = f(
-            "vllm:e2e_request_latency_seconds",
-            "Histogram of e2e request latency in seconds.",
-            "histogram",
-            (),
-            _V1_REQUEST_LATENCY_BUCKETS,
-        ).histogram(*L)
-        self._request_phase_histograms(_V1_REQUEST_LATENCY_BUCKETS)
-        self.h_preemptions = f(
-            "vllm:request_num_preemptions",
-            "Histogram of the number of times a request was preempted.",
-            "histogram",
-            (),
-            _V1_PREEMPTIONS_BUCKETS,
-        ).histogram(*L)
-        self.h_prefill_kv_computed = f(
-            "vllm:request_prefill_kv_computed_tokens",
-            "Histogram of new KV tokens computed during prefill (excluding cached tokens).",
-            "histogram",
-            (),
-            token_buckets,
-        ).histogram(*L)
+        """vLLM 0.32, in the golden page's order."""
+        self._build(catalog.V1, self._families, max_model_len)
         # Last, so set_cache_config finds it: labels are the config keys, set at construction.
         self._families.append(
             _Family("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", "gauge", ())
         )
 
-    def _request_phase_histograms(self, buckets: Sequence[float]) -> None:
-        L = self._labels
-        f = self._family
-        self.h_queue = f(
-            "vllm:request_queue_time_seconds",
-            "Histogram of time spent in WAITING phase for request.",
-            "histogram",
-            (),
-            buckets,
-        ).histogram(*L)
-        self.h_inference = f(
-            "vllm:request_inference_time_seconds",
-            "Histogram of time spent in RUNNING phase for request.",
-            "histogram",
-            (),
-            buckets,
-        ).histogram(*L)
-        self.h_prefill = f(
-            "vllm:request_prefill_time_seconds",
-            "Histogram of time spent in PREFILL phase for request.",
-            "histogram",
-            (),
-            buckets,
-        ).histogram(*L)
-        self.h_decode = f(
-            "vllm:request_decode_time_seconds",
-            "Histogram of time spent in DECODE phase for request.",
-            "histogram",
-            (),
-            buckets,
-        ).histogram(*L)
-
     def _build_v0(self, max_model_len: int, max_num_seqs: int) -> None:
-        """vLLM 0.6.x (vllm/engine/metrics.py, class Metrics), in its order, plus the deprecated
-        average-throughput gauges a real 0.6-series page still shows. Speculative decoding
-        families are left out: the emulator does not speculate."""
-        L = self._labels
-        f = self._family
-        token_buckets = build_1_2_5_buckets(max_model_len)
-        self.running = f(
-            "vllm:num_requests_running", "Number of requests currently running on GPU.", "gauge"
-        ).gauge(*L)
-        self.waiting = f(
-            "vllm:num_requests_waiting", "Number of requests waiting to be processed.", "gauge"
-        ).gauge(*L)
-        self.lora_info = f(
-            "vllm:lora_requests_info",
-            "Running stats on lora requests.",
-            "gauge",
-            ("running_lora_adapters", "max_lora", "waiting_lora_adapters"),
-            base_labels=False,
-        ).gauge("", "0", "")
-        f("vllm:num_requests_swapped", "Number of requests swapped to CPU.", "gauge").gauge(*L)
-        self.kv_usage = f(
-            "vllm:gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage.", "gauge"
-        ).gauge(*L)
-        f("vllm:cpu_cache_usage_perc", "CPU KV-cache usage. 1 means 100 percent usage.", "gauge").gauge(*L)
-        f("vllm:cpu_prefix_cache_hit_rate", "CPU prefix cache block hit rate.", "gauge").gauge(*L).set(-1.0)
-        self.gpu_prefix_hit_rate = f(
-            "vllm:gpu_prefix_cache_hit_rate", "GPU prefix cache block hit rate.", "gauge"
-        ).gauge(*L)
-        self.gpu_prefix_hit_rate.set(-1.0)
-        self.preemptions = f(
-            "vllm:num_preemptions_total", "Cumulative number of preemption from the engine.", "counter"
-        ).counter(*L)
-        self.prompt_tokens = f(
-            "vllm:prompt_tokens_total", "Number of prefill tokens processed.", "counter"
-        ).counter(*L)
-        self.generation_tokens = f(
-            "vllm:generation_tokens_total", "Number of generation tokens processed.", "counter"
-        ).counter(*L)
-        self.tokens = f(
-            "vllm:tokens_total", "Number of prefill plus generation tokens processed.", "counter"
-        ).counter(*L)
-        # With CUDA graphs (the default) vLLM 0.6 uses the capture sizes as buckets: 1, 2, 4, then
-        # multiples of 8 up to max_num_seqs.
-        capture_sizes = [1, 2, 4] + [8 * i for i in range(1, 1025) if 8 * i <= max(8, max_num_seqs)]
-        self.h_iteration_tokens = f(
-            "vllm:iteration_tokens_total",
-            "Histogram of number of tokens per engine_step.",
-            "histogram",
-            (),
-            capture_sizes,
-        ).histogram(*L)
-        self.h_ttft = f(
-            "vllm:time_to_first_token_seconds",
-            "Histogram of time to first token in seconds.",
-            "histogram",
-            (),
-            _V0_TTFT_BUCKETS,
-        ).histogram(*L)
-        self.h_itl = f(
-            "vllm:time_per_output_token_seconds",
-            "Histogram of time per output token in seconds.",
-            "histogram",
-            (),
-            _V0_TPOT_BUCKETS,
-        ).histogram(*L)
-        self.h_e2e = f(
-            "vllm:e2e_request_latency_seconds",
-            "Histogram of end to end request latency in seconds.",
-            "histogram",
-            (),
-            _V0_REQUEST_LATENCY_BUCKETS,
-        ).histogram(*L)
-        self._request_phase_histograms(_V0_REQUEST_LATENCY_BUCKETS)
-        self.h_time_in_queue = f(
-            "vllm:time_in_queue_requests",
-            "Histogram of the time the request spent in the queue in seconds.",
-            "histogram",
-            (),
-            _V0_REQUEST_LATENCY_BUCKETS,
-        ).histogram(*L)
-        # Observed only with --collect-detailed-traces: registered, never observed, so no series.
-        forward_buckets = _build_buckets((1, 2, 3, 5, 8), 3000)
-        f(
-            "vllm:model_forward_time_milliseconds",
-            "Histogram of time spent in the model forward pass in ms.",
-            "histogram",
-            (),
-            forward_buckets,
-        )
-        f(
-            "vllm:model_execute_time_milliseconds",
-            "Histogram of time spent in the model execute function in ms.",
-            "histogram",
-            (),
-            forward_buckets,
-        )
-        self.h_prompt_tokens = f(
-            "vllm:request_prompt_tokens",
-            "Number of prefill tokens processed.",
-            "histogram",
-            (),
-            token_buckets,
-        ).histogram(*L)
-        self.h_generation_tokens = f(
-            "vllm:request_generation_tokens",
-            "Number of generation tokens processed.",
-            "histogram",
-            (),
-            token_buckets,
-        ).histogram(*L)
-        self.h_max_generation_tokens = f(
-            "vllm:request_max_num_generation_tokens",
-            "Histogram of maximum number of requested generation tokens.",
-            "histogram",
-            (),
-            token_buckets,
-        ).histogram(*L)
-        self.h_n = f(
-            "vllm:request_params_n", "Histogram of the n request parameter.", "histogram", (), _N_BUCKETS
-        ).histogram(*L)
-        self.h_max_tokens = f(
-            "vllm:request_params_max_tokens",
-            "Histogram of the max_tokens request parameter.",
-            "histogram",
-            (),
-            token_buckets,
-        ).histogram(*L)
-        # V0 creates a finished_reason series the first time a request finishes that way.
-        self.success = f(
-            "vllm:request_success_total",
-            "Count of successfully processed requests.",
-            "counter",
-            ("finished_reason",),
-        )
-        # Deprecated in 0.6 (in favour of the token counters) but still on 0.6-series pages.
-        self.avg_prompt_throughput = f(
-            "vllm:avg_prompt_throughput_toks_per_s", "Average prefill throughput in tokens/s.", "gauge"
-        ).gauge(*L)
-        self.avg_generation_throughput = f(
-            "vllm:avg_generation_throughput_toks_per_s", "Average generation throughput in tokens/s.", "gauge"
-        ).gauge(*L)
+        """vLLM 0.6.x, in its order, plus the deprecated average-throughput gauges a real
+        0.6-series page still shows. Speculative decoding families are left out: the emulator
+        does not speculate."""
+        self._build(catalog.V0, self._families, max_model_len, max_num_seqs)
         self._interval_start_s: float | None = None
         self._interval_prompt_tokens = 0
         self._interval_generation_tokens = 0
@@ -789,58 +346,6 @@ class SimMetrics:
                 (),
                 with_created=False,
             )
-        )
-
-    def _build_http(self) -> None:
-        """The API server's HTTP families (prometheus-fastapi-instrumentator in vLLM)."""
-        with_created = self.names == "v1"
-
-        def f(
-            name: str,
-            doc: str,
-            typ: Literal["counter", "histogram", "summary"],
-            labels: Sequence[str],
-            buckets: Sequence[float] = (),
-        ) -> _Family:
-            family = _Family(name, doc, typ, labels, buckets, with_created=with_created)
-            self._http_families.append(family)
-            return family
-
-        self._http_requests = f(
-            "http_requests_total",
-            "Total number of requests by method, status and handler.",
-            "counter",
-            ("handler", "method", "status"),
-        )
-        self._http_request_size = f(
-            "http_request_size_bytes",
-            "Content length of incoming requests by handler. Only value of header is "
-            "respected. Otherwise ignored. No percentile calculated. ",
-            "summary",
-            ("handler",),
-        )
-        self._http_response_size = f(
-            "http_response_size_bytes",
-            "Content length of outgoing responses by handler. Only value of header is "
-            "respected. Otherwise ignored. No percentile calculated. ",
-            "summary",
-            ("handler",),
-        )
-        self._http_highr = f(
-            "http_request_duration_highr_seconds",
-            "Latency with many buckets but no API specific labels. Made for more accurate "
-            "percentile calculations. ",
-            "histogram",
-            (),
-            _HTTP_HIGHR_BUCKETS,
-        )
-        self._http_duration = f(
-            "http_request_duration_seconds",
-            "Latency with only few buckets by handler. Made to be only used if aggregation by "
-            "handler is important. ",
-            "histogram",
-            ("handler", "method"),
-            _HTTP_BUCKETS,
         )
 
     # --- observations ------------------------------------------------------------------------
@@ -989,15 +494,3 @@ class SimMetrics:
     def render(self) -> bytes:
         """The text exposition (Prometheus format 0.0.4) of everything in the registry."""
         return generate_latest(self.registry)
-
-
-def _build_buckets(mantissas: Sequence[int], max_value: int) -> list[float]:
-    buckets: list[float] = []
-    exponent = 0
-    while True:
-        for mantissa in mantissas:
-            value = mantissa * 10**exponent
-            if value > max_value:
-                return buckets
-            buckets.append(float(value))
-        exponent += 1
