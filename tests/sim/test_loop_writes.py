@@ -10,10 +10,11 @@ import time
 import gevent
 
 from tokenload.serving.http import Connection
-from tokenload.sim.api import SimAPI, _StreamSink
+from tokenload.sim.api import SimAPI
 from tokenload.sim.engine import EngineConfig, RequestOutput, SimEngine
 from tokenload.sim.faults import FaultConfig, FaultPlan
 from tokenload.sim.loop import _sleep_until
+from tokenload.sim.sinks import StreamSink
 
 
 class _RawSock:
@@ -49,13 +50,13 @@ def _api() -> SimAPI:
     )
 
 
-def _stream(api: SimAPI, rid: str, result: int | OSError | None) -> _StreamSink:
-    sink = _StreamSink(api, Connection(_Sock(result)), rid, False, [rid], [7], {}, None)  # type: ignore[arg-type]
+def _stream(api: SimAPI, rid: str, result: int | OSError | None) -> StreamSink:
+    sink = StreamSink(api, Connection(_Sock(result)), rid, False, [rid], [7], {}, None)  # type: ignore[arg-type]
     sink.begin()
     return sink
 
 
-def _step(api: SimAPI, sinks: list[_StreamSink], k: int, due: float) -> list:
+def _step(api: SimAPI, sinks: list[StreamSink], k: int, due: float) -> list:
     loop = api.loop
     writes = [s.prepare(RequestOutput(s.rid, [1], "a", False, None, 7, k, 0)) for s in sinks]
     sent_s = loop._write_all(writes, due)

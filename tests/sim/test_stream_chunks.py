@@ -5,15 +5,16 @@ from __future__ import annotations
 import pytest
 
 from tokenload.serving.http import Connection
-from tokenload.sim.api import SimAPI, _StreamSink
+from tokenload.sim.api import SimAPI
 from tokenload.sim.engine import EngineConfig, RequestOutput, SimEngine
 from tokenload.sim.faults import FaultConfig, FaultPlan
+from tokenload.sim.sinks import StreamSink
 
 
-def _sink(chat: bool, opts: dict) -> _StreamSink:
+def _sink(chat: bool, opts: dict) -> StreamSink:
     engine = SimEngine("h100-llama3.1-8b", EngineConfig(max_model_len=4096))
     api = SimAPI(engine, None, FaultPlan(FaultConfig()))
-    return _StreamSink(api, Connection(None), "cmpl-abc", chat, ["cmpl-abc"], [7], opts, None)  # type: ignore[arg-type]
+    return StreamSink(api, Connection(None), "cmpl-abc", chat, ["cmpl-abc"], [7], opts, None)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("chat", [False, True])
