@@ -16,6 +16,7 @@ import gevent
 import psutil
 
 from tokenload.loadgen.cpu_limit import CpuLimit, read_cpu_limit
+from tokenload.loadgen.greenlet_task import GreenletTask
 
 __all__ = ["HealthMonitor"]
 
@@ -23,7 +24,7 @@ _TICK_S = 0.1
 _CPU_EVERY = 10  # ticks: CPU % over one second
 
 
-class HealthMonitor:
+class HealthMonitor(GreenletTask):
     def __init__(
         self,
         where: Callable[[], tuple[int | None, str | None]],
@@ -43,15 +44,6 @@ class HealthMonitor:
         #: step -> (max CPU %, loop-lag samples in ms), measured phases only
         self._samples: dict[int, tuple[float, list[float]]] = {}
         self._greenlet: gevent.Greenlet | None = None
-
-    def start(self) -> None:
-        if self._greenlet is None:
-            self._greenlet = gevent.spawn(self._run)
-
-    def stop(self) -> None:
-        if self._greenlet is not None:
-            self._greenlet.kill(block=False)
-            self._greenlet = None
 
     @property
     def loop_lag_s(self) -> float:

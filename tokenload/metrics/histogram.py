@@ -33,11 +33,7 @@ class LogHistogram:
         gamma = (1 + relative_error) / (1 - relative_error)
         self._inv_log_gamma = 1.0 / math.log(gamma)
         self.buckets: dict[int, int] = {}
-        self.zero_count = 0
-        self.count = 0
-        self.sum = 0.0
-        self.min = math.inf
-        self.max = -math.inf
+        self.clear()
 
     @property
     def gamma(self) -> float:

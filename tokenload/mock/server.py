@@ -324,12 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     http, _ = build_server(cfg, args.host, args.port, trace)
     http.start()
     host, port = http.address
-    print(f"tokenload mock listening on http://{host}:{port}", flush=True)
-    try:
-        http.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    return 0
+    return http.serve_until_interrupted(f"tokenload mock listening on http://{host}:{port}")
 
 
 if __name__ == "__main__":

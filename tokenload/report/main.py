@@ -14,10 +14,9 @@ from tokenload.analysis.thresholds import Thresholds
 from tokenload.cli_args import OneLineParser
 from tokenload.report.capacity import DEFAULT_HEADROOM, SLOError, Target, parse_slo
 from tokenload.report.markdown import capacity_lines
-from tokenload.report.model import build_model
-from tokenload.report.rundir import ReportError, load_run
+from tokenload.report.rundir import ReportError
 from tokenload.report.tables import COLUMNS, step_cells, text_table
-from tokenload.report.writer import write_model
+from tokenload.report.writer import load_and_model, write_model
 
 __all__ = ["build_parser", "main", "parse_thresholds"]
 
@@ -69,15 +68,8 @@ def main(argv: list[str] | None = None) -> int:
             target = Target("users", args.target_users)
         if not args.headroom >= 0:
             raise ValueError(f"--headroom: expected a share >= 0 (0.2 = 20 %), got {args.headroom:g}")
-        run = load_run(Path(args.run_dir))
-        model = build_model(
-            run.summary,
-            run.requests,
-            run.points,
-            slo=slo,
-            thresholds=thresholds,
-            target=target,
-            headroom=args.headroom,
+        run, model = load_and_model(
+            Path(args.run_dir), slo=slo, thresholds=thresholds, target=target, headroom=args.headroom
         )
         paths = write_model(run, model)
     except (ReportError, SLOError, ValueError) as exc:

@@ -55,6 +55,21 @@ def write_model(run: RunData, model: ReportModel) -> ReportPaths:
     return paths
 
 
+def load_and_model(
+    run_dir: Path,
+    *,
+    slo: SLO | None = None,
+    thresholds: Thresholds | None = None,
+    target: Target | None = None,
+    headroom: float = DEFAULT_HEADROOM,
+) -> tuple[RunData, ReportModel]:
+    """A run directory's files and everything its report says. Raises rundir.ReportError on
+    bad input."""
+    run = load_run(Path(run_dir))
+    opts = {"slo": slo, "thresholds": thresholds, "target": target, "headroom": headroom}
+    return run, build_model(run.summary, run.requests, run.points, **opts)
+
+
 def write_reports(
     run_dir: Path,
     *,
@@ -65,14 +80,5 @@ def write_reports(
 ) -> ReportPaths:
     """(Re)build a run directory's report files from its summary.json and records. Raises
     rundir.ReportError on bad input."""
-    run = load_run(Path(run_dir))
-    model = build_model(
-        run.summary,
-        run.requests,
-        run.points,
-        slo=slo,
-        thresholds=thresholds,
-        target=target,
-        headroom=headroom,
-    )
+    run, model = load_and_model(run_dir, slo=slo, thresholds=thresholds, target=target, headroom=headroom)
     return write_model(run, model)

@@ -175,6 +175,15 @@ class HTTPServer:
     def serve_forever(self) -> None:
         self._server.serve_forever()
 
+    def serve_until_interrupted(self, banner: str) -> int:
+        """Print ``banner`` (the listening line), serve until Ctrl-C, and give the exit code 0."""
+        print(banner, flush=True)
+        try:
+            self._server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+        return 0
+
     def stop(self) -> None:
         self._server.stop(timeout=1)
 

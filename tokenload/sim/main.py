@@ -233,12 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     gc.collect()
     gc.freeze()
     gc.set_threshold(20_000, 50, 1_000)
-    print(f"tokenload sim listening on http://{host}:{port}", flush=True)
-    try:
-        http.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    return 0
+    return http.serve_until_interrupted(f"tokenload sim listening on http://{host}:{port}")
 
 
 if __name__ == "__main__":

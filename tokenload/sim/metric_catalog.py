@@ -20,9 +20,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from tokenload.sim.stats import ALL_WAITING_CAUSES
+
 __all__ = [
     "HTTP",
     "MODEL",
+    "SIM",
     "V0",
     "V0_CACHE_CONFIG",
     "V1",
@@ -281,6 +284,24 @@ V0: tuple[FamilySpec, ...] = (
     # Deprecated in 0.6 (in favour of the token counters) but still on 0.6-series pages.
     one("vllm:avg_prompt_throughput_toks_per_s", "Average prefill throughput in tokens/s.", "gauge", "avg_prompt_throughput"),
     one("vllm:avg_generation_throughput_toks_per_s", "Average generation throughput in tokens/s.", "gauge", "avg_generation_throughput"),
+)
+
+#: The emulator's own families (not vLLM's): why requests wait, and each step's modelled time.
+SIM: tuple[FamilySpec, ...] = (
+    FamilySpec(
+        "tokenload_sim:num_requests_waiting_by_cause",
+        "Emulator only: waiting requests by why the queue head was not admitted (kv_cache, "
+        "max_num_seqs, token_budget; new = arrived after the last step was planned).",
+        "gauge",
+        ("cause", "model_name"),
+        children=tuple(Child((cause, MODEL)) for cause in ALL_WAITING_CAUSES),
+        bind_family="_waiting_by_cause",
+        base_labels=False,
+    ),
+    FamilySpec(
+        "tokenload_sim:step_duration_seconds", "Emulator only: modelled duration of each engine step.", "histogram",
+        ("model_name",), V1_ITL_BUCKETS, children=(Child((MODEL,), "_step_seconds"),), base_labels=False,
+    ),
 )
 
 HTTP: tuple[FamilySpec, ...] = (

@@ -227,22 +227,7 @@ class SimMetrics:
 
         self._sim_families: list[_Family] = []
         if include_sim_metrics:
-            self._waiting_by_cause = self._sim_family(
-                "tokenload_sim:num_requests_waiting_by_cause",
-                "Emulator only: waiting requests by why the queue head was not admitted (kv_cache, "
-                "max_num_seqs, token_budget; new = arrived after the last step was planned).",
-                "gauge",
-                ("cause", "model_name"),
-            )
-            for cause in ALL_WAITING_CAUSES:
-                self._waiting_by_cause.gauge(cause, model_name)
-            self._step_seconds = self._sim_family(
-                "tokenload_sim:step_duration_seconds",
-                "Emulator only: modelled duration of each engine step.",
-                "histogram",
-                ("model_name",),
-                catalog.V1_ITL_BUCKETS,
-            ).histogram(model_name)
+            self._build(catalog.SIM, self._sim_families)
             self.registry.register(_FamilyCollector(self._sim_families))
 
         self._http_families: list[_Family] = []
@@ -301,18 +286,6 @@ class SimMetrics:
                     series.set(child.value)  # type: ignore[union-attr]
                 if child.bind:
                     setattr(self, child.bind, series)
-
-    def _sim_family(
-        self,
-        name: str,
-        documentation: str,
-        typ: Literal["counter", "gauge", "histogram", "summary"],
-        labelnames: Sequence[str],
-        buckets: Sequence[float] = (),
-    ) -> _Family:
-        family = _Family(name, documentation, typ, labelnames, buckets, with_created=self.names == "v1")
-        self._sim_families.append(family)
-        return family
 
     @staticmethod
     def _bounds(spec: FamilySpec, max_model_len: int, max_num_seqs: int) -> tuple[float, ...]:

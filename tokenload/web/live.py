@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import gevent
 
+from tokenload.loadgen.greenlet_task import GreenletTask
 from tokenload.metrics.histogram import LogHistogram
 
 if TYPE_CHECKING:
@@ -165,7 +166,7 @@ class _Ring:
         return {f: c[start:] for f, c in self.cols.items()}
 
 
-class LiveSeries:
+class LiveSeries(GreenletTask):
     """Samples a :class:`~tokenload.loadgen.plugin.RunContext` every ``interval_s`` seconds."""
 
     def __init__(
@@ -196,15 +197,6 @@ class LiveSeries:
         self._verdict_error: str | None = None
 
     # -- the sampling greenlet ----------------------------------------------------------------
-    def start(self) -> None:
-        if self._greenlet is None:
-            self._greenlet = gevent.spawn(self._run)
-
-    def stop(self) -> None:
-        if self._greenlet is not None:
-            self._greenlet.kill(block=False)
-            self._greenlet = None
-
     def _run(self) -> None:
         while not getattr(self.ctx, "finished", False):
             gevent.sleep(self.interval_s)
