@@ -67,11 +67,11 @@ class Cluster:
     prefix: Callable[[str], list[str]] = lambda _host: []
     procs: list[Proc] = field(default_factory=list)
 
-    def spawn(self, name: str, where: str, args: list[str]) -> Proc:
+    def spawn(self, name: str, where: str, args: list[str], cwd: Path = ROOT) -> Proc:
         log = self.tmp / f"{name}.log"
         with open(log, "wb") as fh:
             popen = subprocess.Popen(
-                [*self.prefix(where), *args], cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT
+                [*self.prefix(where), *args], cwd=cwd, stdout=fh, stderr=subprocess.STDOUT
             )
         proc = Proc(name, popen, log)
         self.procs.append(proc)
@@ -89,20 +89,29 @@ class Cluster:
         return proc, url, trace
 
     def master(
-        self, host: str, port: int, workers: int, *args: str, where: str = "", bind: str = "127.0.0.1"
+        self,
+        host: str,
+        port: int,
+        workers: int,
+        *args: str,
+        where: str = "",
+        bind: str = "127.0.0.1",
+        cwd: Path = ROOT,
     ) -> Proc:
         return self.spawn(
             "master", where,
             [str(BIN / "locust"), "-f", LOCUSTFILES, "--master", "--headless", "--host", host,
              "--master-bind-host", bind, "--master-bind-port", str(port), "--expect-workers", str(workers),
              "--run-dir", str(self.tmp / "run"), "--stop-timeout", "10", *args],
+            cwd=cwd,
         )  # fmt: skip
 
-    def worker(self, i: int, master_host: str, port: int, where: str = "") -> Proc:
+    def worker(self, i: int, master_host: str, port: int, where: str = "", cwd: Path = ROOT) -> Proc:
         return self.spawn(
             f"worker{i}", where,
             [str(BIN / "locust"), "-f", LOCUSTFILES, "--worker", "--master-host", master_host,
              "--master-port", str(port)],
+            cwd=cwd,
         )  # fmt: skip
 
     def close(self) -> None:

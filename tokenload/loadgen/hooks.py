@@ -27,7 +27,7 @@ from typing import Any
 
 import gevent
 
-from tokenload.loadgen import exporter, transport
+from tokenload.loadgen import exporter, transport, workload_check
 from tokenload.loadgen.health import HealthMonitor
 from tokenload.loadgen.options import add_arguments
 from tokenload.loadgen.plugin import RunContext, context_of, environments
@@ -54,6 +54,9 @@ def _on_init(environment: Environment, **_kw: Any) -> None:
             load_spec(ctx.config)
         except WorkloadError as exc:
             sys.exit(f"tokenload: {exc}")
+        workload_check.on_master(environment, ctx)
+    else:
+        workload_check.worker_files_exist(ctx)
     # Every process samples its own health; the master only for its /metrics, not per step.
     ctx.health = HealthMonitor(
         lambda: (ctx.steps.step, ctx.steps.phase), per_step=not isinstance(runner, MasterRunner)
@@ -116,6 +119,7 @@ def _on_worker_report(client_id: str, data: dict[str, Any], **_kw: Any) -> None:
 
 def _on_test_start(environment: Environment, **_kw: Any) -> None:
     ctx = context_of(environment)
+    workload_check.on_worker_start(environment, ctx)  # before any user of this worker starts
     if ctx.start_time is None:
         ctx.start_time = time.time()
         if not isinstance(environment.runner, MasterRunner) and ctx.config.gc_freeze:
