@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 from pathlib import Path
 
@@ -43,6 +44,12 @@ def test_failure_class(
     assert any(r["wall_start"] > first_fail for r in ok)
     assert locust_request_count(run.output) == len(records)
     assert klass in run.output  # Locust's failure table names the class
+    # ... in one row per cause, whatever varied between the requests (token counts, ids, text)
+    report = run.output.split("Error report", 1)[1] if "Error report" in run.output else ""
+    rows = {
+        line.split(None, 1)[1].strip() for line in report.splitlines() if re.search(f"[('\"]{klass}:", line)
+    }
+    assert len(rows) == 1, report
     if partial:
         assert all(r["ttft_ms"] is not None and r["content_chunks"] > 0 for r in failed)
     assert all(r["e2e_ms"] is not None for r in failed)

@@ -18,6 +18,7 @@ shuts down the socket of one that passed it; the read then ends as ``ttft_timeou
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 import weakref
@@ -395,7 +396,19 @@ def _first_event_size(sock: socket.socket) -> tuple[int, int]:
 
 
 def _error_detail(status: int, body: bytes) -> str:
-    text = body[:300].decode("utf-8", "replace").strip()
+    """``HTTP 400: <the server's message>``: the ``message`` of an OpenAI-style error body
+    (``{"error": {"message"}}``, or vLLM's older ``{"object": "error", "message"}``), else the
+    body's first 300 characters."""
+    text = body[:4096].decode("utf-8", "replace").strip()
+    try:
+        obj = json.loads(text)
+        error = obj.get("error", obj)
+        message = error.get("message") if isinstance(error, dict) else error
+        if isinstance(message, str) and message:
+            text = message
+    except (ValueError, AttributeError):
+        pass
+    text = text[:300]
     return f"HTTP {status}: {text}" if text else f"HTTP {status}"
 
 

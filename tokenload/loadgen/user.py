@@ -263,7 +263,7 @@ class LLMUser(User):
             name=name,
             response_time=0.0,
             response_length=0,
-            exception=RequestFailure(failure_class, _short(detail)),
+            exception=RequestFailure(failure_class, detail),
             context={"tokenload": (record, [], self.environment)},
             response=None,
             url=self.path,
@@ -343,7 +343,7 @@ class LLMUser(User):
             finish_reason=state.finish_reason,
             detail=out.detail,
         )
-        exception = RequestFailure(out.failure_class, _short(out.detail)) if out.failure_class else None
+        exception = RequestFailure(out.failure_class, out.detail) if out.failure_class else None
         self.environment.events.request.fire(
             request_type="POST",
             name=name,
@@ -364,11 +364,6 @@ class _Prepared:
 
     def __init__(self, body: bytes, input_tokens: int | None, output: tuple[int | None, bool | None]) -> None:
         self.body, self.input_tokens, self.output = body, input_tokens, output
-
-
-def _short(detail: str) -> str:
-    # Locust groups failures by message: keep numbers that vary per request out of it.
-    return detail.split(" after ")[0][:120]
 
 
 class ChatUser(LLMUser):

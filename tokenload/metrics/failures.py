@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["FAILURE_CLASSES", "RequestFailure", "classify_http_status"]
+import re
+
+__all__ = ["FAILURE_CLASSES", "RequestFailure", "classify_http_status", "failure_cause"]
 
 #: name -> what it means. The order is the order reports list them in.
 FAILURE_CLASSES: dict[str, str] = {
@@ -21,15 +23,43 @@ FAILURE_CLASSES: dict[str, str] = {
 }
 
 
+#: What varies from request to request inside a failure's detail: quoted text (a chunk, a
+#: server's message fragment), ids (hex runs, uuids, cmpl-/chatcmpl-/req- ids) and numbers.
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"|b'[^']*'")
+_ID = re.compile(
+    r"\b(?:(?:chat)?cmpl|req|request|id)[-_][\w-]+|\b[0-9a-f]{8,}(?:-[0-9a-f]{4,})*\b", re.IGNORECASE
+)
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_HTTP_STATUS = re.compile(r"^HTTP \d{3}\b")
+_CAUSE_CHARS = 100
+
+
+def failure_cause(detail: str) -> str:
+    """The cause of a failure, stable across requests: the detail with quoted text, ids and
+    numbers replaced (``connection closed after 37 tokens`` -> ``connection closed after N
+    tokens``), at most 100 characters. Locust groups failures by their message, so ten malformed
+    chunks are one row, not ten; the whole detail stays in the request's record."""
+    status = _HTTP_STATUS.match(detail)  # an HTTP status is a cause, not a varying number
+    head = status.group(0) if status else ""
+    text = _QUOTED.sub("'…'", detail[len(head) :])
+    text = _ID.sub("ID", text)
+    text = head + _NUMBER.sub("N", text)
+    text = " ".join(text.split())
+    return text if len(text) <= _CAUSE_CHARS else text[: _CAUSE_CHARS - 1] + "…"
+
+
 class RequestFailure(Exception):
-    """A failed request, as reported to Locust. ``str()`` is stable so Locust groups it well."""
+    """A failed request, as reported to Locust: ``str()`` is its class and its cause
+    (:func:`failure_cause`), the same for every request that failed the same way, so Locust's
+    failures table has a row per cause. ``detail`` keeps the whole text."""
 
     def __init__(self, failure_class: str, detail: str = "") -> None:
         if failure_class not in FAILURE_CLASSES:
             raise ValueError(f"unknown failure class {failure_class!r}")
         self.failure_class = failure_class
         self.detail = detail
-        super().__init__(f"{failure_class}: {detail}" if detail else failure_class)
+        cause = failure_cause(detail)
+        super().__init__(f"{failure_class}: {cause}" if cause else failure_class)
 
 
 def classify_http_status(status: int) -> str | None:
