@@ -111,7 +111,7 @@ def test_the_headless_job_runs_from_its_config_map(tmp_path: Path) -> None:
     # the worker's users (the prompt exact through the emulator's /tokenize).
     assert {r["requested_output_tokens"] for r in records} == {16}
     assert {r["requested_input_tokens"] for r in records} == {int(config_map()["TOKENLOAD_PROMPT_TOKENS"])}
-    assert (run_dir / "summary.json").exists() and (run_dir / "report.html").exists()
+    assert all((run_dir / f).exists() for f in ("summary.json", "report.html", "report.md"))
 
 
 def test_a_dataset_workload_reaches_the_workers_through_the_overlays_config_map(
