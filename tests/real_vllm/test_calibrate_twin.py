@@ -6,8 +6,11 @@ staircase, ``tokenload calibrate`` fitted to the two runs from the tier's base p
 What it checks is the model's form on a real engine: vLLM's CPU build spends time per sampled
 token outside the model (output processing, and the API server streaming each token on the
 same core), so its decode steps grow with the batch much faster than the model's arithmetic.
-With ``--fit-frontend`` the fitted profile comes much closer to the staircase's TPOT; in the GPU
-profiles' form (no such term) it misses it.
+The fit with ``--fit-frontend`` gives that per-token term a time; in the GPU profiles' form
+(no such term) the fit misses the 8-user TPOT. How close the fitted twin comes is a measurement,
+not a check: two 10 s runs on a shared 2-core machine do not pin it (seven runs of this protocol
+missed the 8-user TPOT by 0.2 % to 37.5 %), so it is printed here and measured, fitted and
+validated out of sample with repeats, in ``bench/twin_vllm.py`` (``bench/RESULTS.md``).
 """
 
 from __future__ import annotations
@@ -58,9 +61,7 @@ def _calibrate(runs: list[Path], base: Path, out: Path, *extra: str) -> dict:
     return json.loads(buf.getvalue())
 
 
-def test_the_twin_follows_the_real_servers_batches_only_with_its_frontend_terms(
-    roomy: VllmServer, tmp_path: Path
-) -> None:
+def test_a_real_servers_batches_need_the_twins_per_token_term(roomy: VllmServer, tmp_path: Path) -> None:
     ctx, stair = tmp_path / "ctx", tmp_path / "stair"
     _sweep(roomy.url, ctx, "--shape", "context", "--concurrency", "1", "--prompt-lengths", "64,256,1024",
            "--output-tokens", "64")  # fmt: skip
@@ -81,29 +82,22 @@ def test_the_twin_follows_the_real_servers_batches_only_with_its_frontend_terms(
     followed, control = tpot_errors(with_terms), tpot_errors(plain)
     print("TPOT errors with the frontend terms", followed, "without", control)
     print(json.dumps(with_terms["parameters"], default=str)[:2000])
-    # The form needs the per-token term: the fit gives it a time. How tightly two 10 s runs pin
-    # it depends on the CPU's noise: its stated uncertainty was under calibrate's 10 % line on
-    # the runs of 61e6c31 and 15.4 % on a clean CI run of 2026-12-02 (fitted 0.48 ms), so it is
-    # printed above, not asserted; the gap below is the claim.
+    # The form needs the per-token term: the fit gives it a time (0.48 and 0.76 ms on two clean
+    # CI runs of 2026-12-02). How tightly two 10 s runs pin it depends on the CPU's noise, so its
+    # stated uncertainty is printed above, not asserted.
     assert with_terms["parameters"]["output_token_overhead_s"]["fitted"] > 0, with_terms["parameters"]
-    # Judged at the largest batch, where the per-token time is most of the step and the two
-    # forms part. Measured in five runs of this protocol on this machine (8 users, in-sample
-    # TPOT error): 0.2 %, 6.5 %, -12.9 %, 13.4 % and 16.2 % with the terms; -23 %, -41 %, -37 %,
-    # -40 % and -14.4 % without (the last two on 2026-12-02: a local run and a clean CI run, where
-    # "the term halves the miss", asserted until then, failed at 16.2 vs 14.4 %). So the claim
-    # checked is the one every run kept: without the term the fit misses by more than FOLLOWED;
-    # with it, by at most twice FOLLOWED (two 10 s steps of ~60 requests on a shared CPU cannot
-    # pin it closer). The 2- and 4-user steps are printed, not judged.
+    # Without the term the fit misses the largest batch, where the per-token time is most of the
+    # step: in seven runs of this protocol on this machine (8 users, in-sample TPOT error) by
+    # -23 %, -41 %, -37 %, -40 %, -14.4 % and -26.1 % (one run's not kept), never under FOLLOWED.
+    # With the term the same runs missed by 0.2 %, 6.5 %, -12.9 %, 13.4 %, 16.2 %, 37.5 % and
+    # 28.5 % (the last with the term's uncertainty at 3.5 %, "determined"): no bound on that held
+    # on every run, so none is asserted; bench/twin_vllm.py measures it with repeats.
     assert abs(control[8]) > FOLLOWED, control
-    # The fit's accuracy is a claim only where calibrate says the runs pinned the per-token term
-    # (its stated uncertainty under its 10 % line: "determined"). Where it says they did not, it
-    # has told the user so, and that is what is checked: on a clean CI run of 2026-12-02 (16:20)
-    # the term came out undetermined (uncertainty 10.9 %) and the 8-user TPOT missed by +37.5 %.
     term = with_terms["parameters"]["output_token_overhead_s"]
-    if term["determined"]:
-        assert abs(followed[8]) <= 2 * FOLLOWED, (followed, control)
-    else:
-        print(f"per-token term not determined by these runs (uncertainty {term['uncertainty']:.3f})")
+    print(
+        f"8-user TPOT miss with the term {followed[8]:+.3f}, without {control[8]:+.3f}; "
+        f"term {term['fitted'] * 1e3:.3f} ms, uncertainty {term['uncertainty']:.3f}"
+    )
     # The fitted profile runs in the emulator.
     twin = f"--profile {tmp_path / 'twin.yaml'} {SIM_ARGS}"
     sim = subprocess.run(
