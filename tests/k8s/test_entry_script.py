@@ -71,55 +71,6 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     return monkeypatch
 
 
-def fake_resolver(*addresses: str):
-    def resolve(host: str, port: int, type: int = 0) -> list[tuple]:
-        assert (host, port, type) == ("vllm-metrics", 8000, socket.SOCK_STREAM)
-        return [(socket.AF_INET6 if ":" in a else socket.AF_INET, type, 6, "", (a, port)) for a in addresses]
-
-    return resolve
-
-
-def test_discovery_gives_one_url_per_replica(entry: ModuleType) -> None:
-    resolve = fake_resolver("10.0.0.12", "10.0.0.3", "10.0.0.12", "fd00::5")
-    assert entry.discover_metrics_urls("vllm-metrics:8000", resolve) == [
-        "http://10.0.0.12:8000/metrics",
-        "http://10.0.0.3:8000/metrics",
-        "http://[fd00::5]:8000/metrics",
-    ]
-    assert entry.discover_metrics_urls("vllm-metrics:8000/v1/metrics", fake_resolver("10.0.0.1")) == [
-        "http://10.0.0.1:8000/v1/metrics"
-    ]
-
-
-@pytest.mark.parametrize("spec", ["vllm-metrics", ":8000", "vllm-metrics:http"])
-def test_discovery_rejects_a_malformed_spec(entry: ModuleType, spec: str) -> None:
-    with pytest.raises(ValueError, match="HOST:PORT"):
-        entry.discover_metrics_urls(spec, fake_resolver())
-
-
-def test_discovered_urls_follow_the_listed_ones(entry: ModuleType, clean_env: pytest.MonkeyPatch) -> None:
-    clean_env.setenv("TOKENLOAD_METRICS_URLS", "http://extra:9000/metrics, ")
-    clean_env.setenv("TOKENLOAD_METRICS_DISCOVER", "vllm-metrics:8000")
-    assert entry.metrics_urls(fake_resolver("10.0.0.7")) == [
-        "http://extra:9000/metrics",
-        "http://10.0.0.7:8000/metrics",
-    ]
-
-
-def test_listed_urls_alone_are_left_to_locust(entry: ModuleType, clean_env: pytest.MonkeyPatch) -> None:
-    clean_env.setenv("TOKENLOAD_METRICS_URLS", "http://extra:9000/metrics")
-    assert entry.metrics_urls(fake_resolver("10.0.0.7")) == []  # no flag: Locust reads the variable
-    assert entry.child_env()["TOKENLOAD_METRICS_URLS"] == "http://extra:9000/metrics"
-
-
-def test_no_replica_found_is_an_error_not_a_silent_default(
-    entry: ModuleType, clean_env: pytest.MonkeyPatch
-) -> None:
-    clean_env.setenv("TOKENLOAD_METRICS_DISCOVER", "vllm-metrics:8000")
-    with pytest.raises(SystemExit, match="no addresses"):
-        entry.metrics_urls(fake_resolver(), retry_s=0)
-
-
 def test_the_master_adds_only_what_the_pod_knows_and_empty_variables_are_dropped(
     entry: ModuleType, clean_env: pytest.MonkeyPatch
 ) -> None:
@@ -127,19 +78,22 @@ def test_the_master_adds_only_what_the_pod_knows_and_empty_variables_are_dropped
     clean_env.setenv("TOKENLOAD_NATURAL_STOP", " ")
     clean_env.setenv("TOKENLOAD_PROMPT_TOKENS", "512")
     clean_env.setenv("TOKENLOAD_EXTRA_ARGS", "--natural-stop --ttft-timeout 60")
-    argv = entry.locust_argv("master-headless", Path("/results/r1"), ["http://a/metrics", "http://b/metrics"])
+    clean_env.setenv("TOKENLOAD_METRICS_DISCOVER", "vllm-metrics:8000")
+    argv = entry.locust_argv("master-headless", Path("/results/r1"))
     assert argv[:2] == ["locust", "--master"]
     # tokenload's options are Locust's to read from their variables: no flag is made of them.
     assert "--prompt-tokens" not in argv and "--model" not in argv
     pairs = dict(itertools.pairwise(argv))
     assert pairs["--run-dir"] == "/results/r1"
-    assert pairs["--metrics-url"] == "http://a/metrics,http://b/metrics"
+    # Replica discovery is an option like the others (tokenload repeats it during the run).
+    assert "--metrics-url" not in argv and "--metrics-discover" not in argv
     assert "--headless" in argv and pairs["--html"] == "/results/r1/report.html"
     assert argv[-3:] == ["--natural-stop", "--ttft-timeout", "60"]
-    web = entry.locust_argv("master-web", Path("/results/web"), [])
+    web = entry.locust_argv("master-web", Path("/results/web"))
     assert "--headless" not in web and "--html" not in web and "--metrics-url" not in web
     child = entry.child_env()
     assert child["TOKENLOAD_PROMPT_TOKENS"] == "512"
+    assert child["TOKENLOAD_METRICS_DISCOVER"] == "vllm-metrics:8000"
     assert "TOKENLOAD_MODEL" not in child and "TOKENLOAD_NATURAL_STOP" not in child
 
 

@@ -28,6 +28,8 @@ BAD = {
     "--stall-timeout": "-3",
     "--metrics-url": "ftp://server/metrics",
     "--metrics-interval": "x",
+    "--metrics-discover": "vllm-metrics",
+    "--metrics-discover-every": "0",
     "--gpu-peaks": "989e12",
     "--prometheus-url": "ftp://prometheus:9090",
     "--prometheus-selector": "{job=}",

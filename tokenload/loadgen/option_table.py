@@ -192,6 +192,23 @@ OPTIONS: tuple[Option, ...] = (
         env="TOKENLOAD_METRICS_URLS",
     ),
     Option("--metrics-interval", "server", "Seconds between scrapes", default=1.0, type=t.positive_seconds),
+    Option(
+        "--metrics-discover",
+        "server",
+        "Find the replicas to scrape, again during the run: HOST:PORT[/PATH] of a headless Service "
+        "(one /metrics per address its name resolves to) or file:PATH (a file of /metrics URLs, one "
+        "per line); scraped besides --metrics-url, instead of the host's /metrics",
+        default="",
+        type=t.discover_type,
+    ),
+    Option(
+        "--metrics-discover-every",
+        "server",
+        "Seconds between --metrics-discover lookups: replicas that appear or vanish are marked in "
+        "server_metrics.jsonl and the report",
+        default=5.0,
+        type=t.positive_seconds,
+    ),
     Option("--no-server-metrics", "server", "Do not scrape the server", default=False, kind="switch"),
     Option(
         "--gpu-peaks",

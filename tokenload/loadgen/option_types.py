@@ -12,6 +12,7 @@ from typing import Any
 
 __all__ = [
     "count",
+    "discover_type",
     "factor",
     "fraction",
     "gpu_peaks",
@@ -129,6 +130,18 @@ def gpu_peaks_type(text: str) -> str:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc).removeprefix("--gpu-peaks: ")) from None
     return text
+
+
+def discover_type(text: str) -> str:
+    """argparse type of --metrics-discover: HOST:PORT[/PATH] or file:PATH (empty = off)."""
+    from tokenload.servermetrics.discovery import parse_spec
+
+    if text.strip():
+        try:
+            parse_spec(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix("--metrics-discover: ")) from None
+    return text.strip()
 
 
 def metrics_url_type(text: str) -> str:

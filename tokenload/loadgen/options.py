@@ -40,6 +40,9 @@ class RunConfig:
     metrics_interval_s: float
     server_metrics: bool
     gpu_peaks: dict[str, float] | None
+    #: Replicas looked up during the run (servermetrics/discovery.py; '' = none) and how often.
+    metrics_discover: str = ""
+    metrics_discover_every_s: float = 5.0
     #: A Prometheus server as the source of the server's figures ('' = scrape the servers).
     prometheus_url: str = ""
     prometheus_selector: tuple[str, ...] = ()
@@ -83,6 +86,8 @@ def run_config(options: Any) -> RunConfig:
             u.strip() for arg in (opt("metrics_url") or []) for u in arg.split(",") if u.strip()
         ),
         metrics_interval_s=float(opt("metrics_interval")),
+        metrics_discover=str(opt("metrics_discover") or ""),
+        metrics_discover_every_s=float(opt("metrics_discover_every")),
         server_metrics=not bool(opt("no_server_metrics")),
         gpu_peaks=gpu_peaks(opt("gpu_peaks")),
         prometheus_url=str(opt("prometheus_url") or ""),

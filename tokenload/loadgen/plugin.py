@@ -30,6 +30,7 @@ from tokenload.results.records_file import RecordsFile
 from tokenload.results.run_inputs import RunFacts, StepSources
 from tokenload.results.summary import build_summary
 from tokenload.results.writer import RunWriter
+from tokenload.servermetrics.discovery import parse_spec
 from tokenload.servermetrics.prometheus_source import PrometheusSource
 from tokenload.servermetrics.scraper import Scraper
 from tokenload.servermetrics.summary import summarize_window
@@ -282,21 +283,30 @@ class RunContext:
         if self.scraper or self.prometheus or not cfg.server_metrics or self.is_worker:
             return
         if cfg.prometheus_url:
-            if cfg.metrics_urls:
-                log.warning("tokenload: --prometheus-url is set: --metrics-url is not scraped")
+            if cfg.metrics_urls or cfg.metrics_discover:
+                log.warning(
+                    "tokenload: --prometheus-url is set: --metrics-url and --metrics-discover are not scraped"
+                )
             self.prometheus = PrometheusSource(
                 cfg.prometheus_url, cfg.prometheus_selector, resolution_s=cfg.metrics_interval_s
             )
             self.prometheus.start()
             return
         urls = list(cfg.metrics_urls)
-        if not urls and self.environment.host:
+        discover = parse_spec(cfg.metrics_discover) if cfg.metrics_discover else None
+        if not urls and not discover and self.environment.host:
             urls = [self.environment.host.rstrip("/") + "/metrics"]
-        if not urls:
+        if not urls and not discover:
             return
         self.open_run_dir()
         assert self.writer is not None
-        self.scraper = Scraper(urls, interval_s=cfg.metrics_interval_s, out_file=self.writer.scrape_file)
+        self.scraper = Scraper(
+            urls,
+            interval_s=cfg.metrics_interval_s,
+            out_file=self.writer.scrape_file,
+            discover=discover,
+            discover_every_s=cfg.metrics_discover_every_s,
+        )
         self.scraper.start()
 
     def stop_scraper(self) -> None:
@@ -320,6 +330,7 @@ class RunContext:
             points=self.scraper.points if self.scraper is not None else None,
             gpu_peaks=self.config.gpu_peaks,
             workers_lost=self.workers_lost,
+            target_events=self.scraper.events if self.scraper is not None else (),
         )
 
     def run_facts(self) -> RunFacts:
@@ -333,6 +344,7 @@ class RunContext:
             search=self.shape_result,
             trace=self.trace_summary,
             scrape_failures=self.scraper.failures if self.scraper is not None else None,
+            scrape_targets=self.scraper.targets_summary() if self.scraper is not None else None,
         )
 
     def server_summary(self) -> dict[str, Any] | None:

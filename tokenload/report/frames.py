@@ -120,7 +120,7 @@ def server_metrics_table(points: Iterable[dict[str, Any]]) -> tuple[pd.DataFrame
     """One row per scrape (failed ones too, their values null): t, target, ok, ms, error, then
     one float column per scalar quantity, and ``hist_<name>_count`` / ``hist_<name>_sum`` per
     histogram (cumulative, as scraped; buckets stay in server_metrics.jsonl)."""
-    pts = list(points)
+    pts = [p for p in points if "event" not in p]  # a replica's coming or going is not a scrape
     scalars = sorted({k for p in pts for k in (p.get("scalars") or {})})
     hists = sorted({k for p in pts for k in (p.get("histograms") or {})})
     columns: dict[str, list[Any]] = {

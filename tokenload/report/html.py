@@ -25,6 +25,7 @@ from tokenload.report.tables import (
     flag_warnings,
     interval_table,
     prediction_sentence,
+    scrape_target_lines,
     slo_search_table,
     step_cells,
     trace_arrivals_table,
@@ -186,7 +187,9 @@ def render_html(model: ReportModel) -> str:
         f"{escape(', '.join(map(str, s.get('workers') or [])) or '-')}</li>"
         f"<li>equivalent command (reconstructed from summary.json): "
         f"<code>{escape(reconstructed_command(s))}</code></li>"
-        f"<li>thresholds: <code>{escape(model.thresholds_text())}</code></li></ul>"
+        f"<li>thresholds: <code>{escape(model.thresholds_text())}</code></li>"
+        + "".join(f"<li>{escape(line)}</li>" for line in scrape_target_lines(s.get("scrape_targets")))
+        + "</ul>"
     )
     rows_cfg = [["host (target)", _config_value(redact(s.get("host")))]]
     rows_cfg += [[k, _config_value(v)] for k, v in model.config.items()]

@@ -3,6 +3,7 @@ and the terminal. Pure: rows from summary.json's steps, formatted as text or mar
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
@@ -19,6 +20,7 @@ __all__ = [
     "load_label",
     "markdown_table",
     "prediction_sentence",
+    "scrape_target_lines",
     "slo_search_table",
     "step_cells",
     "text_table",
@@ -88,6 +90,8 @@ def _verdict_name(step: dict[str, Any]) -> str:
         name += " (client_bound)"
     if "short_output" in flags:
         name += " (short_output)"
+    if "replicas_changed" in flags:
+        name += " (replicas_changed)"
     return name
 
 
@@ -149,6 +153,18 @@ def flag_warnings(steps: list[dict[str, Any]]) -> list[str]:
                 "with ignore_eos stopped before max_tokens (flagged short_output): the server, or a "
                 "gateway that drops ignore_eos, produced fewer output tokens than asked, so this step "
                 "measured a lighter load than the one requested."
+            )
+        changes = step.get("replica_events") or []
+        if "replicas_changed" in (step.get("flags") or []) and changes:
+            said = ", ".join(
+                f"{'+' if e.get('event') == 'target_added' else '-'} {e.get('target')}"
+                f" at {e['t'] - step['measure_start']:.0f} s" for e in changes
+            )  # fmt: skip
+            out.append(
+                f"Step {step.get('index')} at {load_label(step)}: the replicas scraped changed in its "
+                f"measured part ({said}; flagged replicas_changed): its server figures sum two sets of "
+                "replicas and a new replica's counters count only from its first scrape, so read them "
+                "with care."
             )
         steady = step.get("steady_state") or {}
         if "drifting" in (step.get("flags") or []) and steady.get("drifting"):
@@ -333,6 +349,31 @@ def _dist(d: dict[str, float]) -> str:
 
 def _pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.1f} %"
+
+
+def scrape_target_lines(targets: dict[str, Any] | None) -> list[str]:
+    """What --metrics-discover found, in sentences: the replicas at start and at the end, each
+    change with its time from the run's first change, and the lookups that failed."""
+    if not targets:
+        return []
+    start, end = targets.get("at_start") or [], targets.get("at_end") or []
+    lines = [
+        f"replicas scraped through `{targets.get('discover')}` (looked up every "
+        f"{targets.get('every_s'):g} s): {len(start)} at start, {len(end)} at the end"
+    ]
+    for e in targets.get("events") or []:
+        sign = "appeared" if e.get("event") == "target_added" else "vanished"
+        when = (
+            time.strftime("%H:%M:%S", time.localtime(e["t"])) if isinstance(e.get("t"), int | float) else "?"
+        )
+        lines.append(
+            f"{e.get('target')} {sign} at {when} (scraped {'from' if sign == 'appeared' else 'until'} then)"
+        )
+    failed = targets.get("lookup_failures") or {}
+    if failed:
+        said = ", ".join(f"{n} {reason}" for reason, n in sorted(failed.items()))
+        lines.append(f"failed lookups ({said}): the replicas found before were kept")
+    return lines
 
 
 def trace_lines(trace: dict[str, Any], steps: list[dict[str, Any]], sent: int | None = None) -> list[str]:

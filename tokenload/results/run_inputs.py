@@ -34,6 +34,8 @@ class StepSources:
     points: Sequence[Any] | None = None
     gpu_peaks: dict[str, float] | None = None
     workers_lost: Sequence[dict[str, Any]] = ()
+    #: Replicas that appeared or vanished during the run (Scraper.events): their steps are flagged.
+    target_events: Sequence[dict[str, Any]] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,3 +54,5 @@ class RunFacts:
     #: The trace's own statistics when a trace was replayed (workload/trace.py).
     trace: dict[str, Any] | None = None
     scrape_failures: int | None = None
+    #: What was scraped when --metrics-discover looked the replicas up during the run.
+    scrape_targets: dict[str, Any] | None = None

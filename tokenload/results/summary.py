@@ -267,6 +267,18 @@ def _flag_worker_loss(steps: list[dict[str, Any]], lost: list[dict[str, Any]]) -
             step["flags"].append("worker_lost")
 
 
+def _flag_target_changes(steps: list[dict[str, Any]], events: list[dict[str, Any]]) -> None:
+    """Flag ``replicas_changed`` on every step during whose measured part a scraped replica
+    appeared or vanished, with those changes (``replica_events``): the server's figures for it
+    sum a different set of replicas before and after (a counter's increase counts from the
+    replica's first scrape), so they are not the figures of one server set."""
+    for step in steps:
+        inside = [e for e in events if step["measure_start"] <= e["t"] <= step["end"]]
+        if inside:
+            step["flags"].append("replicas_changed")
+            step["replica_events"] = [dict(e) for e in inside]
+
+
 def step_summaries(src: StepSources) -> list[dict[str, Any]]:
     """The steps so far (the last one may be open), each with its verdict. Called at the end of
     a run and, by the shapes that choose steps from their results, at the end of each step."""
@@ -298,6 +310,7 @@ def step_summaries(src: StepSources) -> list[dict[str, Any]]:
         if steady and steady["drifting"]:
             steps[-1]["flags"].append("drifting")
     _flag_worker_loss(steps, list(src.workers_lost))
+    _flag_target_changes(steps, list(src.target_events))
     judge_steps(steps, peaks=src.gpu_peaks)
     return steps
 
@@ -325,6 +338,7 @@ def build_summary(src: StepSources, facts: RunFacts, rows: list[dict[str, Any]])
         "search": facts.search,
         "trace": trace_block(facts.trace, steps),
         "scrape_failures": facts.scrape_failures,
+        "scrape_targets": facts.scrape_targets,
     }
 
 

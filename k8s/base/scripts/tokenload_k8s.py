@@ -9,9 +9,10 @@
 Locust reads its own options from ``LOCUST_*`` variables and tokenload's from ``TOKENLOAD_*``
 variables (the ``tokenload-run`` ConfigMap; every option has one, listed in k8s/README.md). This
 script drops the empty ones first, so that an empty variable leaves tokenload's default, and
-adds what only the pod knows: the run directory and the replicas found through a headless
-Service. The API key is never a flag: the pod gets it from a Secret, in the variable
-``--api-key-env`` names.
+adds what only the pod knows: the run directory. (The replicas behind a headless Service,
+``TOKENLOAD_METRICS_DISCOVER``, are an option: tokenload looks them up again during the run.)
+The API key is never a flag: the pod gets it from a Secret, in the variable ``--api-key-env``
+names.
 
 Standard library only: it runs in the tokenload image before anything else is known to work.
 """
@@ -28,11 +29,9 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-Resolver = Callable[..., Sequence[Any]]
 
 
 def log(message: str) -> None:
@@ -54,57 +53,14 @@ def run_dir() -> Path:
     return Path(env("TOKENLOAD_RESULTS_DIR", "/results")) / name
 
 
-def discover_metrics_urls(spec: str, resolve: Resolver = socket.getaddrinfo) -> list[str]:
-    """``HOST:PORT[/PATH]`` of a headless Service -> one ``http://IP:PORT/PATH`` per ready replica.
-
-    A headless Service's name resolves to the addresses of its ready pods, so each replica is
-    scraped on its own instead of a different one behind a load-balanced name at every scrape.
-    """
-    hostport, slash, path = spec.partition("/")
-    host, _, port = hostport.rpartition(":")
-    if not host or not port.isdigit():
-        raise ValueError(f"TOKENLOAD_METRICS_DISCOVER must be HOST:PORT[/PATH], got {spec!r}")
-    path = "/" + path if slash else "/metrics"
-    addresses = sorted({info[4][0] for info in resolve(host, int(port), type=socket.SOCK_STREAM)})
-    return [f"http://[{a}]:{port}{path}" if ":" in a else f"http://{a}:{port}{path}" for a in addresses]
-
-
-def metrics_urls(resolve: Resolver = socket.getaddrinfo, retry_s: float = 60.0) -> list[str]:
-    """With TOKENLOAD_METRICS_DISCOVER: the listed URLs and one per replica found, for
-    --metrics-url (which then wins over the variable). Without it: none; Locust reads
-    TOKENLOAD_METRICS_URLS itself, like every other option's variable."""
-    spec = env("TOKENLOAD_METRICS_DISCOVER")
-    if not spec:
-        return []
-    urls = [u.strip() for u in env("TOKENLOAD_METRICS_URLS").split(",") if u.strip()]
-    deadline = time.monotonic() + retry_s
-    while True:
-        try:
-            found = discover_metrics_urls(spec, resolve)
-        except OSError as exc:
-            found, error = [], str(exc)
-        else:
-            error = "no addresses"
-        if found:
-            log(f"scraping {len(found)} replica(s) found through {spec}: {', '.join(found)}")
-            return urls + found
-        if time.monotonic() >= deadline:
-            raise SystemExit(
-                f"tokenload-k8s: TOKENLOAD_METRICS_DISCOVER={spec}: {error} (is the headless Service "
-                "selecting ready pods?); clear the variable to scrape the host's /metrics instead"
-            )
-        time.sleep(2.0)
-
-
-def locust_argv(role: str, directory: Path, urls: Sequence[str]) -> list[str]:
-    """The master's command line; the options come from the LOCUST_* and TOKENLOAD_* variables."""
+def locust_argv(role: str, directory: Path) -> list[str]:
+    """The master's command line; the options come from the LOCUST_* and TOKENLOAD_* variables
+    (TOKENLOAD_METRICS_DISCOVER too: tokenload looks the replicas up itself, during the run)."""
     argv = ["locust", "--master", "--run-dir", str(directory), "--csv", str(directory / "locust")]
     if role == "master-headless":
         # --headless, not --autostart: a headless master sends its workers "quit" when the run ends
         # (Locust 2.47's autostart master forgets stopped workers, which then wait 60 s to exit).
         argv += ["--headless", "--html", str(directory / "report.html")]
-    if urls:
-        argv += ["--metrics-url", ",".join(urls)]
     argv += shlex.split(env("TOKENLOAD_EXTRA_ARGS"))
     return argv
 
@@ -116,10 +72,10 @@ def compact_json(path: Path) -> str | None:
         return None
 
 
-def master(role: str, resolve: Resolver = socket.getaddrinfo) -> int:
+def master(role: str) -> int:
     directory = run_dir()
     directory.mkdir(parents=True, exist_ok=True)
-    argv = locust_argv(role, directory, metrics_urls(resolve))
+    argv = locust_argv(role, directory)
     log("run directory " + str(directory))
     log("exec " + shlex.join(argv))
     if role == "master-web":
