@@ -163,6 +163,38 @@ def _on_test_stop(environment: Environment, **_kw: Any) -> None:
         ctx.end_implicit_step(ctx.end_time)
     if ctx.scraper is not None:
         ctx.scraper.scrape_once()  # the state at the end of the load, inside the window
+    if _interactive(environment):
+        gevent.spawn(_results_when_stopped, environment)
+
+
+def _interactive(environment: Environment) -> bool:
+    """A web UI's master or local runner: tests start and stop, the process goes on."""
+    opts = environment.parsed_options
+    return (
+        environment.web_ui is not None
+        and not getattr(opts, "headless", False)
+        and not isinstance(environment.runner, WorkerRunner)
+    )
+
+
+def _results_when_stopped(environment: Environment) -> None:
+    """Write the run directory's results once the stopped test's last records are in: the
+    runner stopped, and (with workers) one more report interval, the reports that carry the
+    workers' last records. Skipped when a new test started meanwhile (its stop writes them)."""
+    from locust.runners import STATE_STOPPED, WORKER_REPORT_INTERVAL
+
+    runner = environment.runner
+    deadline = time.monotonic() + (environment.stop_timeout or 0) + 30
+    while getattr(runner, "state", None) != STATE_STOPPED and time.monotonic() < deadline:
+        gevent.sleep(0.25)
+    if isinstance(runner, MasterRunner):
+        gevent.sleep(WORKER_REPORT_INTERVAL + 0.5)
+    if getattr(runner, "state", None) != STATE_STOPPED:
+        return
+    try:
+        context_of(environment).write_snapshot()
+    except Exception:  # the next stop, or quitting, writes them again; the UI goes on
+        log.exception("tokenload: the run directory's results could not be written")
 
 
 def _on_reset_stats(**_kw: Any) -> None:

@@ -54,6 +54,8 @@ class RunContext:
         self.writer: RunWriter | None = None
         self.seq = 0
         self.finished = False
+        #: When write_snapshot last wrote the results (the web UI, after a test stopped).
+        self.results_written_at: float | None = None
         self.scraper: Scraper | None = None
         #: With --prometheus-url: the server's figures come from Prometheus, nothing is scraped.
         self.prometheus: PrometheusSource | None = None
@@ -379,6 +381,34 @@ class RunContext:
         self.stop_scraper()
         assert self.writer is not None
         rows = self.rows()
+        run_summary, llm_stats = self._results(rows)
+        opts = self.environment.parsed_options
+        self.writer.finish(run_summary, llm_stats, rows, csv_prefix=getattr(opts, "csv_prefix", None))
+        if not self.stats.empty:
+            print("\nLLM metrics (" + FORMULAS["tpot_ms"] + ")", flush=True)
+            print(format_text(rows), flush=True)
+            print(f"Run directory: {self.run_dir}", flush=True)
+        html_file = getattr(opts, "html_file", None)
+        if html_file and Path(html_file).exists():
+            from tokenload.loadgen.webui import inject_html_table
+
+            inject_html_table(Path(html_file), rows)
+
+    def write_snapshot(self) -> None:
+        """The run directory's results as of now, the run going on: the web UI's master or
+        local runner when a test has stopped (a user downloads them from the LLM tab; the
+        process may start another test, and quitting writes them again)."""
+        if self.finished or self.is_worker:
+            return
+        self.open_run_dir()
+        self.flush()
+        assert self.writer is not None
+        self.writer.results(*self._results(self.rows()))
+        self.results_written_at = time.time()
+
+    def _results(self, rows: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+        """summary.json's and llm_stats.json's contents as of now."""
+        assert self.writer is not None
         run_summary = (
             build_summary(self.step_sources(), self.run_facts(), rows) if self.steps.windows else None
         )
@@ -392,17 +422,7 @@ class RunContext:
             "start_time": self.start_time,
             "end_time": self.end_time,
         }
-        opts = self.environment.parsed_options
-        self.writer.finish(run_summary, llm_stats, rows, csv_prefix=getattr(opts, "csv_prefix", None))
-        if not self.stats.empty:
-            print("\nLLM metrics (" + FORMULAS["tpot_ms"] + ")", flush=True)
-            print(format_text(rows), flush=True)
-            print(f"Run directory: {self.run_dir}", flush=True)
-        html_file = getattr(opts, "html_file", None)
-        if html_file and Path(html_file).exists():
-            from tokenload.loadgen.webui import inject_html_table
-
-            inject_html_table(Path(html_file), rows)
+        return run_summary, llm_stats
 
 
 _contexts: weakref.WeakKeyDictionary[Environment, RunContext] = weakref.WeakKeyDictionary()

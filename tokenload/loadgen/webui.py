@@ -53,7 +53,11 @@ def extend_web_ui(environment: Environment, ctx: RunContext) -> None:
         {"key": CHARTS_TAB_KEY, "structure": [{"key": "page", "title": "tokenload live charts"}]},
     ]
     web_ui.template_args["extended_csv_files"] = [
-        {"href": f"{prefix}/llm_stats.csv", "title": "Download LLM metrics CSV (TTFT, TPOT, ITL, E2E)"}
+        {"href": f"{prefix}/llm_stats.csv", "title": "Download LLM metrics CSV (TTFT, TPOT, ITL, E2E)"},
+        # Written each time a test stops (404 until then), also linked from the LLM charts tab.
+        {"href": f"{prefix}/files/report.html", "title": "Download the tokenload report (HTML)"},
+        {"href": f"{prefix}/files/report.md", "title": "Download the tokenload report (Markdown)"},
+        {"href": f"{prefix}/files/summary.json", "title": "Download summary.json (steps, verdicts)"},
     ]
     charts_row = {
         "page": f"Live charts (TTFT, TPOT, tokens/s, KV cache, queue, preemptions, steps): {prefix}/llm"

@@ -49,6 +49,18 @@ class RunWriter:
     def write_records(self, batch: list[dict[str, Any]]) -> None:
         self.records.write(batch)
 
+    def results(self, summary: dict[str, Any] | None, llm_stats: dict[str, Any]) -> None:
+        """``summary.json``, ``steps.csv``, ``llm_stats.json`` and the reports as of now (the
+        records are on disk already: each batch is flushed as it is written). At the end of a run,
+        and in the web UI each time a test stops (the process and its run go on). ``summary`` is
+        None for a run without steps (no reports then)."""
+        if summary is not None:
+            (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+            (self.run_dir / "steps.csv").write_text(steps_csv(summary))
+        (self.run_dir / "llm_stats.json").write_text(json.dumps(llm_stats, indent=2))
+        if summary is not None:
+            self._write_reports()
+
     def finish(
         self,
         summary: dict[str, Any] | None,
@@ -56,14 +68,9 @@ class RunWriter:
         rows: list[dict[str, Any]],
         csv_prefix: str | None = None,
     ) -> None:
-        """The end-of-run files; ``summary`` is None for a run without steps (no reports then)."""
-        if summary is not None:
-            (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-            (self.run_dir / "steps.csv").write_text(steps_csv(summary))
-        (self.run_dir / "llm_stats.json").write_text(json.dumps(llm_stats, indent=2))
+        """The end-of-run files: the results, the records closed, Locust's ``--csv`` LLM table."""
         self.records.close()
-        if summary is not None:
-            self._write_reports()
+        self.results(summary, llm_stats)
         if csv_prefix:
             Path(f"{csv_prefix}_llm_stats.csv").write_text(to_csv(rows))
 

@@ -6,6 +6,8 @@
 * ``/tokenload/api/series?client_since=T&server_since=T`` — the JSON it polls (series rows after
   the given times, the status, the steps with verdicts), see :class:`tokenload.web.live.LiveSeries`;
 * ``/tokenload/llm_stats.csv`` — the LLM table as CSV;
+* ``/tokenload/files/NAME`` — the run directory's results for download (:data:`RUN_FILES`):
+  written each time a test stops (and at the end), listed in the page's status;
 * ``/tokenload/static/…`` — the page's JS and CSS, and ``locust_tab.js``, which shows the page in
   Locust's own UI under the "LLM charts" tab.
 
@@ -25,11 +27,13 @@ from urllib.parse import urlsplit, urlunsplit
 from flask import Blueprint, Response, abort, request, send_from_directory
 
 from tokenload.metrics.table import to_csv
+from tokenload.web.run_files import RUN_FILES
 
 if TYPE_CHECKING:
     from tokenload.loadgen.plugin import RunContext
 
 __all__ = ["CSP", "STATIC_DIR", "make_blueprint", "public_url"]
+
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 
@@ -121,5 +125,15 @@ def make_blueprint(
             mimetype="text/csv",
             headers={"Content-Disposition": "attachment;filename=llm_stats.csv"},
         )
+
+    @bp.route("/files/<name>")
+    @auth
+    def run_file(name: str) -> Response:
+        if name not in RUN_FILES:
+            abort(404, f"{name}: not a file of the run directory ({', '.join(RUN_FILES)})")
+        run_dir = ctx.run_dir
+        if run_dir is None or not (run_dir / name).is_file():
+            abort(404, f"{name}: not written yet (the results are written when a test stops)")
+        return send_from_directory(run_dir, name, as_attachment=True, max_age=0)
 
     return bp

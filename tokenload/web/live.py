@@ -38,6 +38,7 @@ import gevent
 
 from tokenload.loadgen.greenlet_task import GreenletTask
 from tokenload.metrics.histogram import LogHistogram
+from tokenload.web.run_files import run_files
 
 if TYPE_CHECKING:
     from tokenload.loadgen.plugin import RunContext
@@ -375,6 +376,9 @@ class LiveSeries(GreenletTask):
                 else {"targets": [t.url for t in scraper.targets], "failures": scraper.failures}
             ),
             "step": step,
+            # The run directory's results for download (/tokenload/files/NAME), as of the last stop.
+            "files": run_files(getattr(ctx, "run_dir", None)),
+            "results_written_at": getattr(ctx, "results_written_at", None),
         }
 
     def steps(self, now: float) -> list[dict[str, Any]]:

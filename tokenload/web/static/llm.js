@@ -430,6 +430,27 @@
     e.className = "value" + (cls ? " " + cls : "");
   }
 
+  // The run directory's results, for download (/tokenload/files/NAME): the reports and
+  // summary once a test has stopped; the records as they are written.
+  function renderFiles(files, writtenAt) {
+    var box = document.getElementById("st-files");
+    if (!box) return;
+    var key = files.map(function (f) { return f.name + ":" + f.written_at; }).join(",");
+    if (box.getAttribute("data-key") === key) return;
+    box.setAttribute("data-key", key);
+    box.textContent = "";
+    if (!files.length) { box.textContent = "none yet: stop the test to write the reports"; return; }
+    files.forEach(function (f, i) {
+      if (i) box.appendChild(document.createTextNode(" \u00b7 "));
+      var a = el("a", "run-file", f.name);
+      a.href = "files/" + encodeURIComponent(f.name);
+      a.setAttribute("download", f.name);
+      a.title = f.bytes + " bytes";
+      box.appendChild(a);
+    });
+    if (!writtenAt) box.appendChild(document.createTextNode(" (reports when a test stops)"));
+  }
+
   function renderStatus() {
     var st = S.status || {};
     setText("st-state", st.state || "–");
@@ -466,6 +487,7 @@
       setText("st-server", (n === 1 ? sm.targets[0] : n + " targets") + (fails ? " \u00b7 " + fails + " failed scrapes" : ""),
         fails ? "bad" : "");
     }
+    renderFiles(st.files || [], st.results_written_at);
     CHARTS.forEach(function (def) {
       if (!def.window || !S.windowS) return;
       var both = def.lines.some(function (l) { return l.src === "server"; });
