@@ -35,8 +35,8 @@ def test_a_replica_that_appears_or_vanishes_mid_run_is_scraped_and_marked(tmp_pa
         ServerProcess(["-m", "tokenload.sim", "--port", "0"], log_path=tmp_path / "a.log") as a,
         ServerProcess(["-m", "tokenload.sim", "--port", "0"], log_path=tmp_path / "b.log") as b,
     ):
-        host = a.start()
-        url_a, url_b = host + "/metrics", b.start() + "/metrics"
+        host = a.url
+        url_a, url_b = host + "/metrics", b.url + "/metrics"
         listing = tmp_path / "replicas.txt"
         listing.write_text(f"# the replicas, kept current by the test\n{url_a}\n")
         out = tmp_path / "run"

@@ -76,6 +76,13 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait(timeout=5)
 
 
+def _served(url: str) -> int:
+    """Requests the emulator finished, from its own /metrics (vllm:request_success_total)."""
+    page = _get(url + "/metrics")[2].decode()
+    return round(sum(float(line.rsplit(" ", 1)[1]) for line in page.splitlines()
+                     if line.startswith("vllm:request_success_total{")))  # fmt: skip
+
+
 def _one_test(base: str, users: int, seconds: float, log: Path) -> dict[str, Any]:
     """Start a test, let it run, stop it; the status once its results are written."""
     # After a stop, Locust's master drops the worker until it says it is ready again (~5 s).
@@ -128,6 +135,9 @@ def test_each_stop_writes_the_results_and_the_page_offers_them(chromium: str, tm
             stats = json.loads(_get(f"{base}/tokenload/files/llm_stats.json")[2])
             done = sum(r["requests"] for r in stats["rows"] if r["name"] == "Aggregated")
             assert kept == done > 0, (kept, done)
+            # ... and every request the server finished: the worker's last report, sent as it
+            # stopped (Locust's master ignores its reports from then until it is ready again).
+            assert kept == _served(sim.url), (kept, _served(sim.url))
             assert summary["steps"] and summary["steps"][0]["concurrency"] == 4
             _, _, md = _get(f"{base}/tokenload/files/report.md")
             _, headers, html = _get(f"{base}/tokenload/files/report.html")

@@ -29,6 +29,7 @@ import gevent
 
 from tokenload.loadgen import exporter, transport, workload_check
 from tokenload.loadgen.health import HealthMonitor
+from tokenload.loadgen.locust_private import send_report_now
 from tokenload.loadgen.options import add_arguments
 from tokenload.loadgen.plugin import RunContext, context_of, environments
 from tokenload.loadgen.workers import watch as watch_processes
@@ -158,6 +159,11 @@ def _on_spawning_complete(user_count: int, **_kw: Any) -> None:
 
 def _on_test_stop(environment: Environment, **_kw: Any) -> None:
     ctx = context_of(environment)
+    if isinstance(environment.runner, WorkerRunner):
+        # A worker told to stop says "client_stopped" right after this, and Locust's master
+        # ignores its reports from then until it is ready again (stop_timeout later): what it
+        # measured since its last tick goes now, ahead of that message.
+        send_report_now(environment.runner)
     ctx.end_time = time.time()
     if environment.runner is not None and _shapeless(environment):
         ctx.end_implicit_step(ctx.end_time)
