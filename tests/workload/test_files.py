@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from tests.workload.test_spec import DATA
 from tokenload.workload.files import fingerprint, mismatches, workload_files
@@ -38,3 +41,33 @@ def test_a_changed_or_missing_file_is_named() -> None:
         "b.json: missing (the master has 5 bytes)",
     ]
     assert mismatches(master, dict(master)) == []
+
+
+def test_a_file_is_hashed_once_until_it_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker fingerprints its files at every test start: an unchanged file (same size and
+    mtime) is not read again, a changed one is, and a file larger than one read is hashed whole."""
+    import hashlib
+    import os
+
+    from tokenload.workload import files
+
+    big = tmp_path / "trace.jsonl"
+    data = b'{"timestamp": 0, "input_length": 512, "output_length": 128}\n' * 40_000  # > 1 MiB
+    big.write_bytes(data)
+    first = fingerprint([big])
+    assert first == {str(big): [len(data), hashlib.sha256(data).hexdigest()]}
+    reads: list[str] = []
+    real_open = open
+
+    def counting_open(path: Any, *args: Any, **kwargs: Any) -> Any:
+        reads.append(str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", counting_open)
+    assert fingerprint([big]) == first and reads == []
+    big.write_bytes(b"[" + data[1:])  # same size, other bytes, a later mtime
+    st = big.stat()
+    os.utime(big, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    changed = fingerprint([big])
+    assert reads == [str(big)] and changed[str(big)][1] != first[str(big)][1]
+    assert files._DIGESTS  # the cache is this process's own

@@ -52,10 +52,10 @@ def _on_init(environment: Environment, **_kw: Any) -> None:
         from tokenload.workload.errors import WorkloadError
 
         try:
-            load_spec(ctx.config)
+            spec = load_spec(ctx.config)
         except WorkloadError as exc:
             sys.exit(f"tokenload: {exc}")
-        workload_check.on_master(environment, ctx)
+        workload_check.on_master(environment, ctx, spec)
     else:
         workload_check.worker_files_exist(ctx)
     # Every process samples its own health; the master only for its /metrics, not per step.

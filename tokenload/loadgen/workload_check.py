@@ -26,6 +26,7 @@ from tokenload.loadgen.option_table import option_value
 from tokenload.loadgen.workload import load_spec
 from tokenload.workload.errors import WorkloadError
 from tokenload.workload.files import fingerprint, mismatches, workload_files
+from tokenload.workload.spec import WorkloadSpec
 
 if TYPE_CHECKING:
     from tokenload.loadgen.plugin import RunContext
@@ -40,19 +41,20 @@ FILES_OPTION = "tokenload_workload_files"
 REJECTED_MESSAGE = "tokenload_worker_rejected"
 
 
-def _fingerprints(ctx: RunContext) -> dict[str, list[Any]]:
+def _fingerprints(ctx: RunContext, spec: WorkloadSpec | None = None) -> dict[str, list[Any]]:
     opts = ctx.environment.parsed_options
-    spec = load_spec(ctx.config)  # raises WorkloadError, one line
+    if spec is None:
+        spec = load_spec(ctx.config)  # raises WorkloadError, one line
     trace = str(option_value(opts, "trace") or "") if opts is not None else ""
     return fingerprint(workload_files(spec, ctx.config.workload_file, trace))
 
 
-def on_master(environment: Environment, ctx: RunContext) -> None:
-    """Master or local runner, at init (the workload already validated): publish the
+def on_master(environment: Environment, ctx: RunContext, spec: WorkloadSpec) -> None:
+    """Master or local runner, at init, with the workload it validated: publish the
     fingerprints; a master also listens for workers that refuse."""
     opts = environment.parsed_options
     if opts is not None:
-        setattr(opts, FILES_OPTION, _fingerprints(ctx))
+        setattr(opts, FILES_OPTION, _fingerprints(ctx, spec))
     runner = environment.runner
     if isinstance(runner, MasterRunner):
 

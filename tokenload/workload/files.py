@@ -44,16 +44,35 @@ def workload_files(spec: WorkloadSpec, workload_file: str = "", trace_file: str 
     return sorted(dict.fromkeys(p.resolve() if p.is_absolute() else p for p in found), key=str)
 
 
+#: Digests already computed in this process, by (path, size, mtime in ns): a worker checks its
+#: files at every test start, and a trace or dataset of gigabytes is read once, not each time.
+_DIGESTS: dict[tuple[str, int, int], str] = {}
+_CHUNK = 1 << 20
+
+
+def _digest(path: Path) -> tuple[int, str]:
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    if key not in _DIGESTS:
+        h = hashlib.sha256()
+        with open(path, "rb") as fh:  # in chunks: a large file is never held whole
+            while chunk := fh.read(_CHUNK):
+                h.update(chunk)
+        _DIGESTS[key] = h.hexdigest()
+    return st.st_size, _DIGESTS[key]
+
+
 def fingerprint(paths: Iterable[Path]) -> dict[str, list[Any]]:
-    """``{path: [size in bytes, sha256 hex]}``; a file that cannot be read: ``[None, None]``."""
+    """``{path: [size in bytes, sha256 hex]}``; a file that cannot be read: ``[None, None]``.
+    A file unchanged since this process last hashed it (same size and mtime) is not read again."""
     out: dict[str, list[Any]] = {}
     for path in paths:
         try:
-            data = path.read_bytes()
+            size, digest = _digest(path)
         except OSError:
             out[str(path)] = [None, None]
             continue
-        out[str(path)] = [len(data), hashlib.sha256(data).hexdigest()]
+        out[str(path)] = [size, digest]
     return out
 
 
