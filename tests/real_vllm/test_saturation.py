@@ -111,9 +111,15 @@ def roomy_sweep(vllm_servers: ServerPool, tmp_path_factory: pytest.TempPathFacto
     return sweep(vllm_servers.get("roomy").url, out, "1,2,4,64", 32, 32)
 
 
-def test_a_roomy_cache_with_short_prompts_is_compute_or_none(roomy_sweep: dict[str, Any]) -> None:
+def test_a_roomy_cache_with_short_prompts_blames_neither_the_cache_nor_the_scheduler(
+    roomy_sweep: dict[str, Any],
+) -> None:
     """Neither the KV cache nor the scheduler is blamed while both have room. Whether 4 users
-    still scale depends on the CPU left to the server (quiet: all "none" up to 4)."""
+    still scale depends on the CPU left to the server (quiet: all "none" up to 4). When they do
+    not, the engine ran out of its one core, and which name that gets depends on which phase's
+    time grew: decode here (32-token prompts), so "memory_bandwidth" (a clean CI run of 9e192fa,
+    2026-12-02: 4 users memory_bandwidth) is as right as "compute" on a CPU engine; "none" before
+    "compute" was all this test had seen, and all it allowed, until then."""
     for c in (1, 2, 4, 64):
         # Every user's request that reached the engine is in the running batch; the cache is nearly
         # empty; nothing is preempted.
@@ -122,9 +128,12 @@ def test_a_roomy_cache_with_short_prompts_is_compute_or_none(roomy_sweep: dict[s
         assert server(roomy_sweep, c, "preemptions", "increase") == 0
     found = verdicts(roomy_sweep)
     assert found[1] == "none"
-    assert set(found.values()) <= {"none", "compute", "frontend"}, found
+    engine_or_frontend = {"none", "compute", "memory_bandwidth", "frontend"}
+    assert set(found.values()) <= engine_or_frontend, found
     skip_if_borderline(roomy_sweep, 64)
-    assert roomy_sweep["knee"] is not None and roomy_sweep["knee"]["bottleneck"] in ("compute", "frontend")
+    assert roomy_sweep["knee"] is not None and roomy_sweep["knee"]["bottleneck"] in engine_or_frontend - {
+        "none"
+    }
 
 
 def test_a_saturated_api_server_is_not_called_prefill_bound(roomy_sweep: dict[str, Any]) -> None:
