@@ -174,13 +174,9 @@ def _on_test_stop(environment: Environment, **_kw: Any) -> None:
 
 
 def _interactive(environment: Environment) -> bool:
-    """A web UI's master or local runner: tests start and stop, the process goes on."""
-    opts = environment.parsed_options
-    return (
-        environment.web_ui is not None
-        and not getattr(opts, "headless", False)
-        and not isinstance(environment.runner, WorkerRunner)
-    )
+    """A web UI's master or local runner (Locust makes no web UI for a headless run or a
+    worker): tests start and stop, the process goes on."""
+    return environment.web_ui is not None
 
 
 def _results_when_stopped(environment: Environment) -> None:

@@ -146,11 +146,10 @@ def discover_type(text: str) -> str:
 
 def metrics_url_type(text: str) -> str:
     """argparse type of --metrics-url: http(s) URLs with a host, comma-separated."""
-    from urllib.parse import urlsplit
+    from tokenload.servermetrics.discovery import is_metrics_url
 
     for url in (u.strip() for u in text.split(",")):
-        parts = urlsplit(url)
-        if url and (parts.scheme not in ("http", "https") or not parts.hostname):
+        if url and not is_metrics_url(url):
             raise argparse.ArgumentTypeError(f"expected an http(s) URL, got {url!r}")
     return text
 

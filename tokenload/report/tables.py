@@ -353,7 +353,7 @@ def _pct(v: float | None) -> str:
 
 def scrape_target_lines(targets: dict[str, Any] | None) -> list[str]:
     """What --metrics-discover found, in sentences: the replicas at start and at the end, each
-    change with its time from the run's first change, and the lookups that failed."""
+    change at its clock time, and the lookups that failed."""
     if not targets:
         return []
     start, end = targets.get("at_start") or [], targets.get("at_end") or []

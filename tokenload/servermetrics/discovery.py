@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["DiscoverySpec", "Resolver", "parse_spec", "urls_of_addresses"]
+__all__ = ["DiscoverySpec", "Resolver", "is_metrics_url", "parse_spec", "urls_of_addresses"]
 
 #: ``socket.getaddrinfo``'s signature (gevent's cooperative one under Locust).
 Resolver = Callable[..., Sequence[Any]]
@@ -73,6 +73,12 @@ def urls_of_addresses(addresses: set[str] | Sequence[str], port: int, path: str)
     )
 
 
+def is_metrics_url(url: str) -> bool:
+    """An http(s) URL with a host: what --metrics-url, a discovery file and the scraper accept."""
+    parts = urlsplit(url)
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
 def read_url_file(path: Path) -> list[str]:
     """The URLs in a discovery file, one per line, ``#`` comments and blank lines skipped.
     Raises OSError when unreadable and ValueError naming the line of a URL that is not http(s)."""
@@ -81,8 +87,7 @@ def read_url_file(path: Path) -> list[str]:
         url = line.split("#", 1)[0].strip()
         if not url:
             continue
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        if not is_metrics_url(url):
             raise ValueError(f"{path}:{number}: expected an http(s) URL, got {url!r}")
         urls.add(url)
     return sorted(urls)

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 import gevent
 
 from tokenload.client.http_stream import StreamTarget, Timeouts
-from tokenload.servermetrics.discovery import DiscoverySpec, Resolver
+from tokenload.servermetrics.discovery import DiscoverySpec, Resolver, is_metrics_url
 from tokenload.servermetrics.parse import HistogramState, ParseError, parse_page
 from tokenload.servermetrics.summary import tick_series
 
@@ -47,9 +47,9 @@ class ScrapePoint:
 
 class _Target:
     def __init__(self, url: str, timeout_s: float) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        if not is_metrics_url(url):
             raise ValueError(f"--metrics-url: expected an http(s) URL, got {url!r}")
+        parts = urlsplit(url)
         self.url = url
         self.path = parts.path or "/metrics"
         if parts.query:
