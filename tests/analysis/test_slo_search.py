@@ -110,25 +110,37 @@ def _run(seed: int, capacity: float, plan: SearchPlan) -> tuple[dict, list[Probe
         rate, repeat = nxt
         # As the shape plans it: twice the fewest requests that bound a p95, at least 10 s.
         duration = max(10.0, 2 * min_requests(SLO, None) / rate) * 2**repeat
-        outcome, _, checks = judge_probe(
+        outcome, meets, checks = judge_probe(
             _step(_probe_at(rate, rng, capacity, duration)), SLO, None, None, 0.5
         )
-        probes.append(Probe(index, rate, duration, outcome, checks, repeat=repeat))
+        probes.append(Probe(index, rate, duration, outcome, meets, checks, repeat=repeat))
     raise AssertionError("the search did not end in 60 probes")
+
+
+#: The model's true highest rate: p95 = median x exp(1.645 x 0.6) = 2.68 x 50 / (1 - r / 40)
+#: <= 300 ms  <=>  r <= 22.1.
+CAPACITY = 40.0
+TRUE_RATE = CAPACITY * (1 - 2.6823 * 50 / 300)
+#: How far an answer may be from TRUE_RATE, and how often within the search's resolution (10 %).
+#: Measured on 200 seeds of this model (searches of 75f6f5e, the planner's durations, each probe's
+#: point estimates passed through): 91.5 % within 10 %, every answer in [0.86, 1.023] x TRUE_RATE.
+#: The answers are rates of the bisection grid (19.03 = 0.86 x): one probe just under the truth
+#: whose p95 estimate lands above the limit closes the bracket a step lower. On 40 seeds, 80 % is
+#: 2.6 binomial sd under the measured share; 0.85 is the grid step below the lowest answer seen.
+ANSWER_RANGE = (0.85, 1.1)
+WITHIN_RESOLUTION_SHARE = 0.8
 
 
 @pytest.mark.parametrize("seed", range(8))
 def test_the_search_finds_the_highest_rate_that_truly_meets_the_slo(seed: int) -> None:
-    capacity = 40.0
-    # True p95 = median * exp(1.645 * 0.6) = 2.68 * 50 / (1 - r / 40) <= 300 ms  <=>  r <= 22.1.
-    true_rate = capacity * (1 - 2.6823 * 50 / 300)
-    result, probes = _run(seed, capacity, SearchPlan(start=2.0, factor=2.0, max_rate=256.0, resolution=0.1))
+    result, probes = _run(seed, CAPACITY, SearchPlan(start=2.0, factor=2.0, max_rate=256.0, resolution=0.1))
     assert result["outcome"] == "found", result
     lo, hi = result["bracket"]
     assert hi / lo <= 1.1 + 1e-9
-    # Within the search's resolution of the truth. Near it a p95 cannot be shown either way with
-    # a probe's few hundred requests: such ends are decided on point estimates and say so.
-    assert true_rate * 0.9 <= result["slo_capacity_rps"] <= true_rate * 1.1, (result, true_rate)
+    # Near the truth a p95 cannot be shown either way with a probe's few hundred requests: such
+    # ends are decided on point estimates and say so.
+    low, high = ANSWER_RANGE
+    assert TRUE_RATE * low <= result["slo_capacity_rps"] <= TRUE_RATE * high, (result, TRUE_RATE)
     standing = {p.rate_rps: p for p in probes}
     ends = [standing[lo], standing[hi]]
     assert result["determinate"] == all(p.outcome != "indeterminate" for p in ends)
@@ -137,6 +149,13 @@ def test_the_search_finds_the_highest_rate_that_truly_meets_the_slo(seed: int) -
     assert [p.rate_rps for p in probes[: first_miss + 1] if p.repeat == 0] == [
         2.0 * 2**i for i in range(len([p for p in probes[: first_miss + 1] if p.repeat == 0]))
     ]
+
+
+def test_most_searches_land_within_their_resolution_of_the_truth() -> None:
+    plan = SearchPlan(start=2.0, factor=2.0, max_rate=256.0, resolution=0.1)
+    ratios = [_run(seed, CAPACITY, plan)[0]["slo_capacity_rps"] / TRUE_RATE for seed in range(40)]
+    within = sum(0.9 <= r <= 1.1 for r in ratios) / len(ratios)
+    assert within >= WITHIN_RESOLUTION_SHARE, sorted(ratios)
 
 
 def test_indeterminate_probes_are_repeated_then_decided_on_their_point_estimates() -> None:
