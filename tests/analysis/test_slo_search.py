@@ -107,13 +107,14 @@ def _run(seed: int, capacity: float, plan: SearchPlan) -> tuple[dict, list[Probe
         nxt = next_probe(probes, plan)
         if isinstance(nxt, str):
             return search_result(probes, nxt, SLO, None), probes
-        rate, repeat = nxt
-        # As the shape plans it: twice the fewest requests that bound a p95, at least 10 s.
-        duration = max(10.0, 2 * min_requests(SLO, None) / rate) * 2**repeat
+        rate, repeat, screen = nxt
+        # As the shape plans it: twice the fewest requests that bound a p95, at least 10 s; a
+        # screen 10 s.
+        duration = max(10.0, 0 if screen else 2 * min_requests(SLO, None) / rate) * 2**repeat
         outcome, meets, checks = judge_probe(
             _step(_probe_at(rate, rng, capacity, duration)), SLO, None, None, 0.5
         )
-        probes.append(Probe(index, rate, duration, outcome, meets, checks, repeat=repeat))
+        probes.append(Probe(index, rate, duration, outcome, meets, checks, repeat=repeat, screen=screen))
     raise AssertionError("the search did not end in 60 probes")
 
 
@@ -144,11 +145,13 @@ def test_the_search_finds_the_highest_rate_that_truly_meets_the_slo(seed: int) -
     standing = {p.rate_rps: p for p in probes}
     ends = [standing[lo], standing[hi]]
     assert result["determinate"] == all(p.outcome != "indeterminate" for p in ends)
-    # Climb x2 from the start, then every probe inside the bracket it narrows.
-    first_miss = next(i for i, p in enumerate(probes) if p.outcome != "pass")
-    assert [p.rate_rps for p in probes[: first_miss + 1] if p.repeat == 0] == [
-        2.0 * 2**i for i in range(len([p for p in probes[: first_miss + 1] if p.repeat == 0]))
-    ]
+    # Climb x2 from the start in screens, up to the first that did not meet the SLO; after it, no
+    # screen; the answer is a probe in full.
+    first_miss = next(i for i, p in enumerate(probes) if not (p.outcome == "pass" or p.meets))
+    assert [p.rate_rps for p in probes[: first_miss + 1]] == [2.0 * 2**i for i in range(first_miss + 1)]
+    assert all(p.screen for p in probes[: first_miss + 1])
+    assert not any(p.screen for p in probes[first_miss + 1 :])
+    assert not standing[lo].screen
 
 
 def test_most_searches_land_within_their_resolution_of_the_truth() -> None:
@@ -159,17 +162,43 @@ def test_most_searches_land_within_their_resolution_of_the_truth() -> None:
 
 
 def test_indeterminate_probes_are_repeated_then_decided_on_their_point_estimates() -> None:
-    plan = SearchPlan(start=4.0, repeats=1)
-    p0 = Probe(0, 4.0, 10.0, "indeterminate", meets=True)
-    assert next_probe([p0], plan) == (4.0, 1)
+    plan = SearchPlan(start=2.0, repeats=1)
+    climb = [Probe(0, 2.0, 10.0, "pass", screen=True), Probe(1, 8.0, 10.0, "fail", screen=True)]
+    p0 = Probe(2, 4.0, 10.0, "indeterminate", meets=True)
+    assert next_probe([*climb, p0], plan) == (4.0, 1, False)
     # Still indeterminate after the repeat: its point estimates decide where the search goes.
-    over = Probe(1, 4.0, 20.0, "indeterminate", meets=False, repeat=1)
-    assert next_probe([p0, over], plan) == (2.0, 0)
-    under = Probe(1, 4.0, 20.0, "indeterminate", meets=True, repeat=1)
-    assert next_probe([p0, under], plan) == (8.0, 0)
-    result = search_result([p0, under, Probe(2, 8.0, 10.0, "fail")], "running", SLO, None)
+    over = Probe(3, 4.0, 20.0, "indeterminate", meets=False, repeat=1)
+    assert next_probe([*climb, p0, over], plan) == (2.828, 0, False)  # between 2 and 4
+    under = Probe(3, 4.0, 20.0, "indeterminate", meets=True, repeat=1)
+    assert next_probe([*climb, p0, under], plan) == (5.657, 0, False)  # between 4 and 8
+    result = search_result([*climb, p0, under, Probe(4, 5.657, 10.0, "fail")], "found", SLO, None)
     assert result["slo_capacity_rps"] == 4.0 and result["determinate"] is False
-    assert result["first_failing_probe"]["rate_rps"] == 8.0
+    assert result["first_failing_probe"]["rate_rps"] == 8.0  # the first in the order run
+
+
+def test_climbing_probes_are_screens_and_the_answer_is_confirmed_in_full() -> None:
+    """Screens climb on their point estimates and are never repeated; the bracket closing on a
+    screen probes that rate again in full, and a failing confirmation sends the search below it."""
+    plan = SearchPlan(start=2.0, factor=2.0, max_rate=64.0, resolution=0.1, repeats=1)
+    assert next_probe([], plan) == (2.0, 0, True)
+    straddles = Probe(0, 2.0, 10.0, "indeterminate", meets=True, screen=True)
+    assert next_probe([straddles], plan) == (4.0, 0, True)  # climbed past, not repeated
+    probes = [straddles, Probe(1, 4.0, 10.0, "pass", screen=True), Probe(2, 8.0, 10.0, "fail", screen=True)]
+    assert next_probe(probes, plan) == (5.657, 0, False)  # bisection: probes in full
+    probes += [Probe(3, 5.657, 36.0, "fail"), Probe(4, 4.757, 36.0, "fail"), Probe(5, 4.362, 36.0, "fail")]
+    # The bracket [4, 4.362] is within 10 %, but 4 was only screened: it is probed in full.
+    assert next_probe(probes, plan) == (4.0, 0, False)
+    assert next_probe([*probes, Probe(6, 4.0, 36.0, "pass")], plan) == "found"
+    # The confirmation fails: the search goes on between 2 (a screen) and 4.
+    failed = [*probes, Probe(6, 4.0, 36.0, "fail")]
+    assert next_probe(failed, plan) == (2.828, 0, False)
+    result = search_result([*probes, Probe(6, 4.0, 36.0, "pass")], "found", SLO, None)
+    assert result["slo_capacity_rps"] == 4.0 and result["answer_step"] == 6
+    assert [p["screen"] for p in result["probes"]] == [True, True, True, False, False, False, False]
+    # Everything met the SLO up to the maximum: the top screen is confirmed before "not_reached".
+    top = [Probe(i, 2.0 * 2**i, 10.0, "pass", screen=True) for i in range(6)]
+    assert next_probe(top, plan) == (64.0, 0, False)
+    assert next_probe([*top, Probe(6, 64.0, 36.0, "pass")], plan) == "not_reached"
 
 
 def test_the_search_ends_when_nothing_passes_or_everything_does() -> None:

@@ -59,7 +59,8 @@ def test_the_slo_search_over_a_trace_replays_it_at_each_probes_rate(tmp_path: Pa
     trace = tmp_path / "trace.jsonl"
     rows = write_trace(trace, "jsonl", 3000, seed=5)  # bursty: gamma gaps, CV 1.8
     run_dir = tmp_path / "run"
-    # An SLO every probe meets: two probes (8 and 16 req/s, then --slo-max), each a replay.
+    # An SLO every probe meets: screens at 8 and 16 req/s (--slo-max), then 16 again in full
+    # (the answer is never a screen), each a replay.
     out = sweep(
         "--shape", "slo", "--slo", "ttft_p50_ms=100000", "--trace", str(trace), "--slo-start", "8",
         "--slo-max", "16", "--step-duration", "3", "--workers", "1",
@@ -69,7 +70,8 @@ def test_the_slo_search_over_a_trace_replays_it_at_each_probes_rate(tmp_path: Pa
     s = json.loads((run_dir / "summary.json").read_text())
     search = s["search"]
     assert search["outcome"] == "not_reached" and search["slo_capacity_rps"] == 16, search
-    assert [st["target_rate_rps"] for st in s["steps"]] == [8, 16]
+    assert [st["target_rate_rps"] for st in s["steps"]] == [8, 16, 16]
+    assert [p["screen"] for p in search["probes"]] == [True, True, False]
     recs = [
         json.loads(line) for line in (run_dir / "requests.jsonl").read_text().splitlines() if line.strip()
     ]

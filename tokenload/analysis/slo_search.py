@@ -28,13 +28,21 @@ reported ``indeterminate``: counting it as failing instead costs a fifth to a th
 on lognormal latencies (tests/analysis/test_slo_search.py measured it), because near capacity a
 p95 within 30 % of its limit needs thousands of requests to be shown either way. The result says
 whether both ends of its bracket were determinate (``determinate``).
+
+*Screens* (monotonicity in the rate): while the search climbs, a probe only has to show that the
+search should climb on, and the latencies of an engine do not fall as its load rises, so a rate
+below one shown to meet the SLO meets it too. Climbing probes are therefore *screens*: held for
+``--step-duration`` (not the requests a bounded percentile needs: at 2 req/s a p90's needs 36 s),
+judged like any probe, never repeated, and climbed past when their point estimates meet the SLO.
+No screen is ever the answer on its own: when the bracket has closed on one, that rate is probed
+again in full (a *confirmation*), and the search goes on below it if the confirmation fails.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from tokenload.metrics.intervals import BATCHES, Z95, batch_interval, quantile_rank_interval, share_interval
 from tokenload.report.capacity import SLO, Share
@@ -43,6 +51,7 @@ __all__ = [
     "MAX_DOWN_STEPS",
     "PROBE_REQUESTS_FACTOR",
     "ItemCheck",
+    "NextProbe",
     "Probe",
     "SearchPlan",
     "judge_probe",
@@ -231,6 +240,8 @@ class Probe:
     good_share: float | None = None
     #: The step's E2E p90 in seconds (how long its batch takes to fill from idle).
     e2e_p90_s: float | None = None
+    #: A climbing probe (see the module docstring): never the answer until probed in full.
+    screen: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -240,6 +251,7 @@ class Probe:
             "outcome": self.outcome,
             "meets_point_estimate": self.meets,
             "repeat": self.repeat,
+            "screen": self.screen,
             "bottleneck": self.bottleneck,
             "requests_per_s": self.requests_per_s,
             "good_share": self.good_share,
@@ -287,28 +299,38 @@ def _bracket(probes: list[Probe]) -> tuple[float | None, float | None]:
     return (lo.rate_rps if lo else None), (hi.rate_rps if hi else None)
 
 
-def next_probe(probes: list[Probe], plan: SearchPlan) -> tuple[float, int] | str:
-    """The next probe (its rate and its repeat number: 0 for a new rate), or why the search
-    ends: ``found``, ``not_reached`` (it met the SLO up to ``max_rate``) or ``fails_at_lowest``."""
+class NextProbe(NamedTuple):
+    """The next probe: its rate, how many probes at that rate came before it when it repeats an
+    indeterminate one (0 otherwise), and whether it is a screen."""
+
+    rate_rps: float
+    repeat: int = 0
+    screen: bool = False
+
+
+def next_probe(probes: list[Probe], plan: SearchPlan) -> NextProbe | str:
+    """The next probe, or why the search ends: ``found``, ``not_reached`` (it met the SLO up to
+    ``max_rate``) or ``fails_at_lowest``."""
     if not probes:
-        return plan.start, 0
+        return NextProbe(plan.start, 0, screen=True)
     last = probes[-1]
-    if last.outcome == INDETERMINATE and last.repeat < plan.repeats:
-        return last.rate_rps, last.repeat + 1
-    lo, hi = _bracket(probes)
+    if last.outcome == INDETERMINATE and not last.screen and last.repeat < plan.repeats:
+        return NextProbe(last.rate_rps, last.repeat + 1)
+    lo, hi = _ends(probes)
     if hi is None:  # everything so far passed: climb
         assert lo is not None
-        if lo >= plan.max_rate:
-            return "not_reached"
-        return min(plan.max_rate, lo * plan.factor), 0
+        if lo.rate_rps >= plan.max_rate:
+            return "not_reached" if not lo.screen else NextProbe(lo.rate_rps)
+        return NextProbe(min(plan.max_rate, lo.rate_rps * plan.factor), 0, screen=True)
     if lo is None:  # nothing passed yet: go down
         lowest = min(p.rate_rps for p in probes)
         if lowest <= plan.start / plan.factor**MAX_DOWN_STEPS * (1 + 1e-9):
             return "fails_at_lowest"
-        return lowest / plan.factor, 0
-    if hi / lo <= 1 + plan.resolution:
-        return "found"
-    return float(f"{math.sqrt(lo * hi):.4g}"), 0  # the geometric middle, to 4 digits
+        return NextProbe(lowest / plan.factor, 0, screen=True)
+    if hi.rate_rps / lo.rate_rps <= 1 + plan.resolution:
+        # The answer must be a probe in full: a screen at the bracket's foot is confirmed first.
+        return "found" if not lo.screen else NextProbe(lo.rate_rps)
+    return NextProbe(float(f"{math.sqrt(lo.rate_rps * hi.rate_rps):.4g}"))  # the geometric middle
 
 
 def search_result(probes: list[Probe], outcome: str, slo: SLO, attainment: float | None) -> dict[str, Any]:

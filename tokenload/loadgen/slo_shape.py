@@ -17,6 +17,7 @@ from typing import Any
 
 from tokenload.analysis.slo_search import (
     PROBE_REQUESTS_FACTOR,
+    NextProbe,
     Probe,
     SearchPlan,
     judge_probe,
@@ -48,7 +49,7 @@ class SLOShape(StepShape):
         self.outcome = "running"
         self._slo: SLO | None = None
         self._plan: SearchPlan | None = None
-        self._pending: tuple[int, float, int] | None = None  # (step index, rate, repeat)
+        self._pending: tuple[int, NextProbe] | None = None  # (step index, the probe)
 
     def drains(self) -> bool:
         return True
@@ -78,7 +79,8 @@ class SLOShape(StepShape):
 
     def _judge(self, step: dict[str, Any], slo: SLO, attainment: float | None) -> Probe:
         assert self._pending is not None
-        index, rate, repeat = self._pending
+        index, planned = self._pending
+        rate, repeat = planned.rate_rps, planned.repeat
         records = self.ctx.steps.requests_of(index)  # tallied as they arrived (see next_step)
         share = good_share(records, index, slo)
         per_request: dict[str, list[tuple[float, float]]] = {}
@@ -102,9 +104,13 @@ class SLOShape(StepShape):
             requests_per_s=step.get("requests_per_s"),
             good_share=share.request_share,
             e2e_p90_s=((step.get("e2e_ms") or {}).get("p90") or 0.0) / 1000.0,
+            screen=planned.screen,
         )
         failing = "; ".join(f"{c.name} {c.outcome}" for c in checks if c.outcome != "pass")
-        log.warning("tokenload: slo search: %g req/s %s%s", rate, outcome, f" ({failing})" if failing else "")
+        kind = " (screen)" if planned.screen else ""
+        log.warning(
+            "tokenload: slo search: %g req/s%s %s%s", rate, kind, outcome, f" ({failing})" if failing else ""
+        )
         return probe
 
     def next_step(self, index: int, steps: list[dict[str, Any]]) -> Step | None:
@@ -118,14 +124,15 @@ class SLOShape(StepShape):
             self.outcome = nxt
             self._pending = None
             return None
-        rate, repeat = nxt
-        self._pending = (index, rate, repeat)
+        rate, repeat = nxt.rate_rps, nxt.repeat
+        self._pending = (index, nxt)
         # Long enough for the SLO's percentiles to be bounded at all (a p99 needs hundreds of
-        # requests, whatever --step-duration says), warmed up for as long as the highest passing
-        # probe's requests lived (E2E p90: the batch fills from idle in about that time), and a
-        # repeat measures twice as long as the probe before it.
+        # requests, whatever --step-duration says; a screen only --step-duration: see
+        # analysis/slo_search.py), warmed up for as long as the highest passing probe's requests
+        # lived (E2E p90: the batch fills from idle in about that time), and a repeat measures
+        # twice as long as the probe before it.
         fill_s = max((p.e2e_p90_s for p in self.probes if p.outcome != "fail" and p.e2e_p90_s), default=0.0)
-        needed = min_requests(slo, attainment) * PROBE_REQUESTS_FACTOR * 2**repeat
+        needed = 0 if nxt.screen else min_requests(slo, attainment) * PROBE_REQUESTS_FACTOR * 2**repeat
         duration, warm = probe_timing(
             float(_opt(self, "step_duration")) * 2**repeat, float(_opt(self, "warmup")), rate, needed, fill_s
         )

@@ -34,7 +34,10 @@ SEARCH_NOTE = (
     "Each probe is an open-loop rate step. An item passes when its 95 % interval lies at or under "
     "the limit, fails when it lies above, and is indeterminate when it straddles the limit; an "
     "indeterminate probe is repeated twice as long, and if it still straddles, its point estimates "
-    "decide where the search goes (it stays marked indeterminate)."
+    "decide where the search goes (it stays marked indeterminate). While the search climbs, probes "
+    "are screens: one step long, never repeated, climbed past when their point estimates meet the "
+    "SLO (latency does not fall as the rate rises); a screen is never the answer until it is probed "
+    "again in full."
 )
 
 

@@ -330,7 +330,7 @@ def slo_search_table(search: dict[str, Any]) -> tuple[list[str], list[list[str]]
     rows = []
     for p in search.get("probes") or []:
         by = {c["name"]: c for c in p.get("checks") or []}
-        repeat = f" (repeat {p['repeat']})" if p.get("repeat") else ""
+        repeat = f" (repeat {p['repeat']})" if p.get("repeat") else " (screen)" if p.get("screen") else ""
         rows.append(
             [
                 str(p["step"]),
