@@ -19,13 +19,15 @@ CPUS = sorted(os.sched_getaffinity(0))
 SERVER_CPU, CLIENT_CPU = (CPUS[0], CPUS[-1]) if len(CPUS) > 1 else (CPUS[0], CPUS[0])
 
 
-def run_sweep(out: Path, args: list[str]) -> tuple[dict, float]:
-    """One ``tokenload sweep --out OUT ARGS``: its summary.json and its wall time (s)."""
+def run_sweep(out: Path, args: list[str], cpus: set[int] | None = None) -> tuple[dict, float]:
+    """One ``tokenload sweep --out OUT ARGS`` (on ``cpus`` only, its workers too, when given):
+    its summary.json and its wall time (s)."""
     import time
 
     cmd = [sys.executable, "-m", "tokenload", "sweep", "--out", str(out), *args]
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800, preexec_fn=pin)
     wall = time.monotonic() - t0
     if proc.returncode != 0:
         raise SystemExit(f"sweep failed ({proc.returncode}): {proc.stderr[-2000:]}")

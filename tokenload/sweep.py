@@ -95,14 +95,20 @@ def _check(args: argparse.Namespace) -> None:
     except StepSpecError as exc:
         raise SweepError(str(exc)) from None
     if args.shape == "trace" or args.trace or (args.shape == "slo" and _workload_kind(args) == "trace"):
-        from tokenload.loadgen.trace_replay import load_run_trace
+        from tokenload.loadgen.trace_replay import load_run_trace, trace_steps
         from tokenload.workload.errors import WorkloadError
 
         try:
             trace = load_run_trace(args)
+            n = trace_steps(args)
+            windows = trace.windows(n) if args.shape == "trace" else []
         except WorkloadError as exc:
             raise SweepError(str(exc)) from None
-        staircase([1], trace.duration_s + 1.0, args.warmup)
+        if n > 1 and args.shape != "trace":
+            raise SweepError(
+                f"--trace-steps: only --shape trace replays a trace in windows, got --shape {args.shape}"
+            )
+        staircase([1], min([w.end_s - w.start_s for w in windows] or [trace.duration_s]) + 1.0, args.warmup)
     if args.shape == "slo" and not args.slo.strip():
         raise SweepError("--slo: the slo shape needs an SLO, e.g. --slo ttft_p95_ms=500,tpot_p95_ms=50")
     if args.slo_max < args.slo_start:

@@ -10,6 +10,7 @@ import random
 import pytest
 
 from tokenload.analysis.slo_search import (
+    ItemCheck,
     Probe,
     SearchPlan,
     judge_probe,
@@ -145,12 +146,12 @@ def test_the_search_finds_the_highest_rate_that_truly_meets_the_slo(seed: int) -
     standing = {p.rate_rps: p for p in probes}
     ends = [standing[lo], standing[hi]]
     assert result["determinate"] == all(p.outcome != "indeterminate" for p in ends)
-    # Climb x2 from the start in screens, up to the first that did not meet the SLO; after it, no
-    # screen; the answer is a probe in full.
-    first_miss = next(i for i, p in enumerate(probes) if not (p.outcome == "pass" or p.meets))
-    assert [p.rate_rps for p in probes[: first_miss + 1]] == [2.0 * 2**i for i in range(first_miss + 1)]
-    assert all(p.screen for p in probes[: first_miss + 1])
-    assert not any(p.screen for p in probes[first_miss + 1 :])
+    # Climb x2 from the start in screens (among them only full probes of a screen's own rate),
+    # then no screen; the answer is a probe in full.
+    screens = [p.rate_rps for p in probes if p.screen]
+    assert screens == [2.0 * 2**i for i in range(len(screens))]
+    last = max(i for i, p in enumerate(probes) if p.screen)
+    assert all(p.screen or p.rate_rps == probes[i - 1].rate_rps for i, p in enumerate(probes[: last + 1]))
     assert not standing[lo].screen
 
 
@@ -247,3 +248,19 @@ def test_requests_that_move_together_get_a_wider_interval_that_holds() -> None:
     # time here. With the batch-means interval joined to it, about nine times in ten.
     assert independent / trials < 0.5
     assert batches / trials >= 0.8
+
+
+def test_a_screen_whose_interval_lies_across_the_limit_is_probed_in_full_at_once() -> None:
+    """Near the limit a screen's point estimate is no reason to climb: its rate is probed in full
+    next. A screen indeterminate only for want of requests (a side unbounded) is climbed past."""
+    plan = SearchPlan(start=2.0, factor=2.0, max_rate=64.0, resolution=0.1)
+    few = ItemCheck("ttft_p95_ms", 300.0, 120.0, (80.0, None), "indeterminate")
+    assert next_probe([Probe(0, 2.0, 8.0, "indeterminate", True, [few], screen=True)], plan) == (4.0, 0, True)
+    near = ItemCheck("ttft_p95_ms", 300.0, 280.0, (240.0, 330.0), "indeterminate")
+    climb = [
+        Probe(0, 2.0, 8.0, "pass", screen=True),
+        Probe(1, 4.0, 8.0, "indeterminate", True, [near], screen=True),
+    ]
+    assert next_probe(climb, plan) == (4.0, 0, False)
+    # The full probe fails: the search bisects below it, never above.
+    assert next_probe([*climb, Probe(2, 4.0, 20.0, "fail")], plan) == (2.828, 0, False)

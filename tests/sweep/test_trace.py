@@ -145,3 +145,92 @@ def test_a_workload_of_kind_trace_needs_its_section(tmp_path: Path) -> None:
     (tmp_path / "run.yaml").write_text("workload:\n  kind: trace\n  trace:\n    path: nowhere.jsonl\n")
     with pytest.raises(WorkloadError, match="no such file"):
         load_workload_file(tmp_path / "run.yaml")
+
+
+def test_a_trace_replayed_as_several_steps_gets_a_verdict_per_window(tmp_path: Path) -> None:
+    """--trace-steps 3: three equal windows of a trace whose rate jumps (4, 8, then 40 req/s of
+    512-token prompts, far past the emulated A40's prefill), each replayed from its first row as
+    one step, its rows split over both workers, each judged on its own."""
+    rng = random.Random(3)
+    rows, t = [], 0.0
+    for rate, until in ((4.0, 6.0), (8.0, 12.0), (40.0, 18.0)):
+        while True:
+            t += rng.expovariate(rate)
+            if t >= until:
+                t = until
+                break
+            rows.append({"timestamp_s": round(t, 4), "input_tokens": rng.choice((480, 512, 544)),
+                         "output_tokens": rng.randint(8, 24)})  # fmt: skip
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run_dir = tmp_path / "run"
+    out = sweep(
+        "--shape", "trace", "--trace", str(trace), "--trace-steps", "3", "--warmup", "0.2",
+        "--workers", "2", "--out", str(run_dir), timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    s = json.loads((run_dir / "summary.json").read_text())
+    windows = s["trace"]["windows"]
+    assert [st["index"] for st in s["steps"]] == [w["window"] for w in windows] == [0, 1, 2]
+    times = [r["timestamp_s"] - rows[0]["timestamp_s"] for r in rows]
+    recs = [r for r in _records(run_dir) if r["status"] != "cancelled"]
+    assert sum(w["rows"][1] - w["rows"][0] for w in windows) == len(rows)
+    for w, st in zip(windows, s["steps"], strict=True):
+        a, b = w["rows"]
+        # The window is a third of the trace's time (first to last row), holding the rows in it.
+        width, k = times[-1] / 3, w["window"]
+        assert all(k * width <= times[i] < (k + 1) * width + 1e-9 for i in range(a, b))
+        mine = [r for r in recs if r["step"] == st["index"]]
+        asked = Counter((r["requested_input_tokens"], r["requested_output_tokens"]) for r in mine)
+        assert asked == Counter((r["input_tokens"], r["output_tokens"]) for r in rows[a:b]), w
+        assert {r["worker"] for r in mine} == {"w0", "w1"}
+        assert st["target_rate_rps"] == pytest.approx(w["mean_rate_rps"])
+        # Played at its own times: the offered span is the window's first to last row.
+        offered = [r["wall_start"] for r in mine]
+        assert max(offered) - min(offered) == pytest.approx(times[b - 1] - times[a], abs=0.2)
+    verdicts = [st["verdict"] for st in s["steps"]]
+    print([(v["bottleneck"], v["decided_by"]) for v in verdicts])
+    assert verdicts[0]["bottleneck"] == "none" and verdicts[2]["saturated"], verdicts
+    md = (run_dir / "report.md").read_text()
+    assert "Replayed as 3 steps (--trace-steps)" in md and "offered req/s" in md
+
+
+def test_a_trace_cut_into_windows_without_two_rows_each_is_one_line(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(json.dumps({"timestamp_s": t, "input_tokens": 8, "output_tokens": 2}) + "\n"
+                             for t in (0.0, 0.1, 0.2, 9.0, 10.0)))  # fmt: skip
+    out = sweep("--shape", "trace", "--trace", str(trace), "--trace-steps", "4",
+                "--out", str(tmp_path / "run"), timeout=60)  # fmt: skip
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [
+        "tokenload sweep: --trace-steps: window 2 of 4 (2.5-5 s of the trace) holds 0 rows; each needs "
+        "two at distinct times: ask for fewer steps"
+    ]
+
+
+def test_a_sessions_history_reaches_the_servers_prefix_cache(tmp_path: Path) -> None:
+    """Multi-turn sessions without hash_ids (tokenload's JSONL): each turn resends the previous
+    turn's prompt, and the emulator's prefix cache serves what the trace implies."""
+    rng = random.Random(8)
+    rows, t = [], 0.0
+    sessions = {f"s{k}": 0 for k in range(40)}
+    for _ in range(300):
+        t += rng.expovariate(30.0)
+        sid = rng.choice(list(sessions))
+        sessions[sid] += rng.randint(40, 160)  # the history grows by a reply and a question
+        rows.append({"timestamp_s": round(t, 4), "input_tokens": sessions[sid],
+                     "output_tokens": rng.randint(2, 12), "session_id": sid})  # fmt: skip
+    trace = tmp_path / "sessions.jsonl"
+    trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run_dir = tmp_path / "run"
+    out = sweep(
+        "--shape", "trace", "--trace", str(trace), "--trace-block-size", "32", "--warmup", "0",
+        "--workers", "1", "--sim-args=--enable-prefix-caching", "--out", str(run_dir), timeout=180,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    t = json.loads((run_dir / "summary.json").read_text())["trace"]
+    ok = [r for r in _records(run_dir) if r["status"] == "ok"]
+    assert len(ok) == 300 and all(r["input_tokens"] == r["requested_input_tokens"] for r in ok)
+    implied, server = t["implied_prefix_hit_rate"], t["server_prefix_hit_rate"]
+    print(f"prefix hit rate: implied {implied:.3f}, server {server:.3f}; sessions {t['sessions']}")
+    assert t["sessions"] == 40 and implied > 0.5 and abs(server - implied) <= 0.05

@@ -53,6 +53,7 @@ BAD = {
     "--trace-window": "9:3",
     "--trace-scale-rate": "-2",
     "--trace-block-size": "0",
+    "--trace-steps": "0",
     "--slo": "ttft_p95_ms=-5",
     "--slo-attainment": "1.5",
     "--slo-start": "0",

@@ -14,7 +14,14 @@ import pytest
 
 from tokenload.loadgen.arrivals import SlotSchedule
 from tokenload.workload.errors import WorkloadError
-from tokenload.workload.trace import implied_hit_tokens, load_trace, parse_window, trace_stats
+from tokenload.workload.trace import (
+    Trace,
+    TraceRow,
+    implied_hit_tokens,
+    load_trace,
+    parse_window,
+    trace_stats,
+)
 
 # A BurstGPT header and an Azure LLM inference trace header, as the public files carry them.
 BURSTGPT_HEADER = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type"
@@ -180,6 +187,73 @@ def test_a_trace_splits_exactly_across_workers(tmp_path: Path) -> None:
             seen.append((sched.last_index, t))
     assert sorted(i for i, _ in seen) == list(range(1001))
     assert all(t == pytest.approx(100.0 + times[i]) for i, t in seen)
+
+
+def test_a_window_of_the_trace_splits_exactly_across_workers_with_its_global_rows() -> None:
+    """--trace-steps: each window's rows, at their gaps from its first, split over the workers,
+    each handed out under its index in the whole trace."""
+    times = _bursty_times(601, seed=3)
+    times = [t - times[0] for t in times]
+    trace = Trace(tuple(TraceRow(t, 8, 2) for t in times), "jsonl", "t", 512)
+    windows = trace.windows(3)
+    assert [w.first_row for w in windows] == [0, windows[1].first_row, windows[2].first_row]
+    assert windows[-1].end_row == 601 and all(
+        a.end_row == b.first_row for a, b in itertools.pairwise(windows)
+    )
+    width = times[-1] / 3
+    for w in windows:
+        assert all(
+            w.index * width <= times[i] < (w.index + 1) * width + 1e-9 for i in range(w.first_row, w.end_row)
+        )
+        assert (w.start_s, w.end_s) == (times[w.first_row], times[w.end_row - 1])
+        seen: list[tuple[int, float]] = []
+        for slot in range(2):
+            part = times[w.first_row : w.end_row]
+            sched = SlotSchedule(None, 0.0, 0, 50.0, slot, 2, times=part, first_index=w.first_row)
+            while (t := sched.next()) != math.inf:
+                seen.append((sched.last_index, t))
+        assert sorted(i for i, _ in seen) == list(range(w.first_row, w.end_row))
+        assert all(t == pytest.approx(50.0 + times[i] - w.start_s) for i, t in seen)
+    assert trace.windows(1)[0].to_dict() == {
+        "window": 0,
+        "rows": [0, 601],
+        "start_s": 0.0,
+        "end_s": times[-1],
+        "mean_rate_rps": 600 / times[-1],
+    }
+    sparse = Trace(tuple(TraceRow(t, 8, 2) for t in (0.0, 0.1, 9.0, 10.0)), "jsonl", "t", 512)
+    with pytest.raises(WorkloadError, match=r"window 2 of 3 \(3.33333-6.66667 s of the trace\) holds 0 rows"):
+        sparse.windows(3)
+
+
+def test_a_sessions_turns_share_its_history_as_a_prefix(tmp_path: Path) -> None:
+    """Rows of a session without hash_ids of their own: each turn's prompt starts with the
+    previous turn's whole blocks; rows with their own hashes, or of no session, are left alone."""
+    path = tmp_path / "s.jsonl"
+    lines = [
+        {"timestamp_s": 0.0, "input_tokens": 100, "output_tokens": 5, "session_id": "a"},
+        {"timestamp_s": 0.5, "input_tokens": 90, "output_tokens": 5, "session_id": "b"},
+        {"timestamp_s": 1.0, "input_tokens": 250, "output_tokens": 5, "session_id": "a"},
+        {"timestamp_s": 1.5, "input_tokens": 40, "output_tokens": 5},
+        {"timestamp_s": 2.0, "input_tokens": 400, "output_tokens": 5, "session_id": "a"},
+        {"timestamp_s": 2.5, "input_tokens": 64, "output_tokens": 5, "session_id": "b", "hash_ids": [7]},
+        {"timestamp_s": 3.0, "input_tokens": 70, "output_tokens": 5, "session_id": "a"},
+    ]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    rows = load_trace(path, "jsonl", block_size=64).rows
+    a1, b1, a2, plain, a3, b2, a4 = rows
+    assert len(a1.hash_ids) == 2 and len(b1.hash_ids) == 2 and set(a1.hash_ids).isdisjoint(b1.hash_ids)
+    # Turn 2 (250 tokens, 4 blocks): turn 1's one whole block (100 // 64), then three of its own.
+    assert a2.hash_ids[:1] == a1.hash_ids[:1] and len(a2.hash_ids) == 4
+    assert set(a2.hash_ids[1:]).isdisjoint(a1.hash_ids + b1.hash_ids)
+    # Turn 3 (400 tokens): turn 2's three whole blocks (250 // 64), then its own.
+    assert a3.hash_ids[:3] == a2.hash_ids[:3] and len(a3.hash_ids) == 7
+    assert plain.hash_ids == () and b2.hash_ids == (7,)
+    # A shorter turn keeps the whole blocks of its own length: 70 // 64 = 1.
+    assert a4.hash_ids[:1] == a3.hash_ids[:1] and len(a4.hash_ids) == 2
+    assert all(h < 0 for r in (a1, b1, a2, a3, a4) for h in r.hash_ids)
+    hit, total = implied_hit_tokens(rows, 64)
+    assert hit == 64 + 192 + 64 + 0 and total == sum(x["input_tokens"] for x in lines)
 
 
 def test_the_trace_statistics(tmp_path: Path) -> None:

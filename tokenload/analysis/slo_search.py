@@ -33,7 +33,10 @@ whether both ends of its bracket were determinate (``determinate``).
 search should climb on, and the latencies of an engine do not fall as its load rises, so a rate
 below one shown to meet the SLO meets it too. Climbing probes are therefore *screens*: held for
 ``--step-duration`` (not the requests a bounded percentile needs: at 2 req/s a p90's needs 36 s),
-judged like any probe, never repeated, and climbed past when their point estimates meet the SLO.
+judged like any probe, never repeated, and climbed past when their point estimates meet the SLO,
+unless an interval is bounded on both sides across its limit: that rate is near the limit, and
+is probed again in full at once (climbing past it on a point estimate sent a search against the
+emulator to 64 req/s and four failing probes above a 28.8 req/s capacity).
 No screen is ever the answer on its own: when the bracket has closed on one, that rate is probed
 again in full (a *confirmation*), and the search goes on below it if the confirmation fails.
 """
@@ -281,6 +284,12 @@ def _passes(p: Probe) -> bool:
     return p.outcome == PASS or (p.outcome == INDETERMINATE and p.meets)
 
 
+def _straddles(p: Probe) -> bool:
+    """An indeterminate item whose interval is bounded on both sides: it lies across the limit
+    (not merely too few requests to bound it)."""
+    return any(c.outcome == INDETERMINATE and None not in c.interval for c in p.checks)
+
+
 def _standing(probes: list[Probe]) -> dict[float, Probe]:
     """The latest probe at each rate (a repeat stands for the probes before it)."""
     return {p.rate_rps: p for p in probes}
@@ -316,6 +325,10 @@ def next_probe(probes: list[Probe], plan: SearchPlan) -> NextProbe | str:
     last = probes[-1]
     if last.outcome == INDETERMINATE and not last.screen and last.repeat < plan.repeats:
         return NextProbe(last.rate_rps, last.repeat + 1)
+    if last.screen and last.meets and _straddles(last):
+        # Near the limit (an interval bounded on both sides across it): no climbing past on a
+        # point estimate; the rate is probed in full now.
+        return NextProbe(last.rate_rps)
     lo, hi = _ends(probes)
     if hi is None:  # everything so far passed: climb
         assert lo is not None

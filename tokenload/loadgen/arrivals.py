@@ -96,6 +96,7 @@ class SlotSchedule:
         slot: int,
         of: int,
         times: list[float] | None = None,
+        first_index: int = 0,
     ) -> None:
         if not 0 <= slot < of:
             raise ValueError(f"slot {slot} of {of}")
@@ -108,8 +109,9 @@ class SlotSchedule:
         self._t = t0 if times is None or times else math.inf
         for _ in range(slot):
             self._advance()
-        #: The global index of the arrival :meth:`next` hands out next (a trace's row).
-        self.index = slot
+        #: The global index of the arrival :meth:`next` hands out next (a trace's row: a window
+        #: of the trace starts at its ``first_index``).
+        self.index = first_index + slot
         #: The global index of the arrival :meth:`next` handed out last.
         self.last_index = -1
         self.taken = 0

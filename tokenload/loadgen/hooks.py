@@ -48,11 +48,14 @@ def _on_init(environment: Environment, **_kw: Any) -> None:
     runner = environment.runner
     if not isinstance(runner, WorkerRunner):
         # Config is validated up front: a bad workload file ends the run before any load.
+        from tokenload.loadgen.trace_replay import TraceShape, trace_of, trace_steps
         from tokenload.loadgen.workload import load_spec
         from tokenload.workload.errors import WorkloadError
 
         try:
             spec = load_spec(ctx.config)
+            if isinstance(environment.shape_class, TraceShape):  # the trace, and its windows
+                trace_of(ctx).windows(trace_steps(environment.parsed_options))
         except WorkloadError as exc:
             sys.exit(f"tokenload: {exc}")
         workload_check.on_master(environment, ctx, spec)

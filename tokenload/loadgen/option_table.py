@@ -362,6 +362,14 @@ OPTIONS: tuple[Option, ...] = (
         default=512,
         type=t.count,
     ),
+    Option(
+        "--trace-steps",
+        "trace",
+        "Replay the trace as this many steps: consecutive windows of equal duration, each judged "
+        "with its own verdict",
+        default=1,
+        type=t.count,
+    ),
     # --- the SLO search ----------------------------------------------------------------------
     Option(
         "--slo",

@@ -90,13 +90,20 @@ class Pacer:
             if self.trace_times is None:
                 raise RuntimeError("a trace step was announced to a process without a trace")
             times = self.trace_times()
-            # Played at the step's rate (an SLO probe over a trace; a plain replay is at its own
-            # mean rate): every gap scaled alike, the bursts keep their shape.
-            mean = (len(times) - 1) / times[-1] if len(times) > 1 and times[-1] > 0 else None
-            if mean and rate.get("rps"):
-                k = mean / float(rate["rps"])
-                times = [t * k for t in times]
-            sched = SlotSchedule(None, float(rate["rps"]), 0, start, rate["slot"], rate["of"], times=times)
+            first = 0
+            if rate.get("rows") is not None:  # a window of the trace, at its own times
+                first, end = rate["rows"]
+                times = times[first:end]
+            else:
+                # Played at the step's rate (an SLO probe over a trace; a plain replay is at its
+                # own mean rate): every gap scaled alike, the bursts keep their shape.
+                mean = (len(times) - 1) / times[-1] if len(times) > 1 and times[-1] > 0 else None
+                if mean and rate.get("rps"):
+                    k = mean / float(rate["rps"])
+                    times = [t * k for t in times]
+            sched = SlotSchedule(
+                None, float(rate["rps"]), 0, start, rate["slot"], rate["of"], times=times, first_index=first
+            )
         else:
             spec = ArrivalSpec(rate["arrival"], rate.get("burstiness", 1.0))
             sched = SlotSchedule(spec, float(rate["rps"]), int(rate["seed"]), start, rate["slot"], rate["of"])

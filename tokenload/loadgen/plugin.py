@@ -197,6 +197,8 @@ class RunContext:
                 # A little ahead, so every worker has the schedule before its first arrival.
                 "t0": now + 0.05,
             }
+            if step.trace_rows is not None:  # a window of the trace (--trace-steps)
+                self.rate_schedule["rows"] = list(step.trace_rows)
             log.info(
                 "tokenload: step %d: %g requests/s (%s), %d users, warming up %.0f s",
                 step.index,

@@ -33,6 +33,9 @@ class Step:
     prompt_tokens: str | None = None
     #: The arrival process when not the run's ``--arrival``: ``trace`` (the trace's rows).
     arrival: str | None = None
+    #: A trace step's rows (first, one past the last) and the trace time of the first, when the
+    #: step replays a window of the trace (``--trace-steps``); None: the whole trace.
+    trace_rows: tuple[int, int] | None = None
 
     def overrides(self) -> dict[str, str]:
         """Workload options this step sets for its requests (announced to every worker)."""

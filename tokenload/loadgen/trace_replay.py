@@ -21,13 +21,13 @@ from tokenload.loadgen.shapes import StepShape, _opt
 from tokenload.loadgen.steps import Step, staircase
 from tokenload.workload.errors import WorkloadError
 from tokenload.workload.spec import TraceSpec, load_workload_file
-from tokenload.workload.trace import Trace, load_trace, parse_window, trace_stats
+from tokenload.workload.trace import Trace, TraceWindow, load_trace, parse_window, trace_stats
 from tokenload.workload.trace_prompts import TracePrompts
 
 if TYPE_CHECKING:
     from tokenload.loadgen.plugin import RunContext
 
-__all__ = ["TraceShape", "load_run_trace", "prompts_for", "replays_trace", "trace_of"]
+__all__ = ["TraceShape", "load_run_trace", "prompts_for", "replays_trace", "trace_of", "trace_steps"]
 
 #: After the trace's last arrival, the step runs this much longer (its last requests are sent;
 #: the settle then waits for them to end, as for any step).
@@ -104,21 +104,57 @@ def prompts_for(ctx: RunContext, chat: bool, host: str, api_key: str | None, mod
     return built
 
 
+def trace_steps(options: Any) -> int:
+    """How many steps the trace is replayed in: ``--trace-steps``, else the workload file's
+    ``trace.steps``."""
+    n = int(option_value(options, "trace_steps") or 1)
+    if n == 1 and not option_value(options, "trace") and option_value(options, "workload"):
+        return _workload_trace(options).steps
+    return n
+
+
 class TraceShape(StepShape):
-    """One open-loop step that sends the trace's rows at their times."""
+    """The trace's rows sent at their times: one open-loop step, or with ``--trace-steps N`` one
+    step per window of the trace (N consecutive windows of equal duration, each replayed from its
+    first row at that row's gaps, each judged on its own measured part)."""
 
     abstract = True
     open_loop = True
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._windows: list[TraceWindow] | None = None
+
+    def windows(self) -> list[TraceWindow]:
+        if self._windows is None:
+            trace = trace_of(self.ctx)
+            n = trace_steps(self.runner.environment.parsed_options)
+            self._windows = trace.windows(n) if n > 1 else []
+            stats = trace_stats(trace)
+            if self._windows:
+                stats["windows"] = [w.to_dict() for w in self._windows]
+            self.ctx.trace_summary = stats
+        return self._windows
+
     def next_step(self, index: int, steps: list[dict[str, Any]]) -> Step | None:
-        if index > 0:
+        trace, windows = trace_of(self.ctx), self.windows()
+        users, warmup = int(_opt(self, "max_in_flight")), float(_opt(self, "warmup"))
+        if not windows:
+            if index > 0:
+                return None
+            base = staircase([users], trace.duration_s + _TAIL_S, warmup)[0]
+            return dataclasses.replace(base, rate_rps=trace.mean_rate_rps or 0.0, arrival="trace")
+        if index >= len(windows):
             return None
-        trace = trace_of(self.ctx)
-        self.ctx.trace_summary = trace_stats(trace)
-        base = staircase(
-            [int(_opt(self, "max_in_flight"))], trace.duration_s + _TAIL_S, float(_opt(self, "warmup"))
-        )[0]
-        return dataclasses.replace(base, rate_rps=trace.mean_rate_rps or 0.0, arrival="trace")
+        w = windows[index]
+        base = staircase([users], w.end_s - w.start_s + _TAIL_S, warmup)[0]
+        return dataclasses.replace(
+            base,
+            index=index,
+            rate_rps=w.mean_rate_rps or 0.0,
+            arrival="trace",
+            trace_rows=(w.first_row, w.end_row),
+        )
 
     def result(self) -> dict[str, Any]:
         return {"shape": "trace"}

@@ -395,6 +395,22 @@ def trace_lines(trace: dict[str, Any], steps: list[dict[str, Any]], sent: int | 
             "user when the replay ended (every --max-in-flight user was busy: the server fell behind the "
             "trace, or raise --max-in-flight). The load measured is less than the trace's."
         )
+    windows = trace.get("windows") or []
+    if windows:
+        by_index = {st.get("index"): st for st in steps}
+        parts = []
+        for w in windows:
+            st = by_index.get(w["window"]) or {}
+            verdict = (st.get("verdict") or {}).get("bottleneck") or "not run"
+            parts.append(
+                f"step {w['window']}: {w['start_s']:.1f}-{w['end_s']:.1f} s, rows {w['rows'][0]}-"
+                f"{w['rows'][1] - 1}, {fmt(w.get('mean_rate_rps'), 2)} req/s, {verdict}"
+            )
+        lines.append(
+            f"Replayed as {len(windows)} steps (--trace-steps), each a window of the trace played from "
+            f"its first row and judged on its own measured part, the windows compared as rate steps "
+            f"ordered by rate (their length mixes may differ): {'; '.join(parts)}."
+        )
     implied, server = trace.get("implied_prefix_hit_rate"), trace.get("server_prefix_hit_rate")
     if implied is not None or server is not None:
         lines.append(
@@ -414,16 +430,28 @@ def trace_arrivals_table(
     sent = [r for r in requests if r.get("wall_start") is not None and r.get("status") != "cancelled"]
     if not sent:
         return [], []
-    t0 = min(r["wall_start"] for r in sent)
+    # Trace time: from the replay's first arrival, or with --trace-steps from each window's own
+    # first arrival (the steps are apart by their settles) plus the window's start in the trace.
+    windows = {w["window"]: w["start_s"] for w in trace.get("windows") or []}
+    firsts: dict[Any, float] = {}
+    for r in sent:
+        key = r.get("step") if windows else None
+        firsts[key] = min(firsts.get(key, r["wall_start"]), r["wall_start"])
+
+    def trace_time(r: dict[str, Any]) -> float:
+        key = r.get("step") if windows else None
+        return r["wall_start"] - firsts[key] + windows.get(key, 0.0)
+
     width = max(trace.get("duration_s") or 0.0, 1e-9) / bins
     due = [0] * bins
     done = [0] * bins
     lags: list[list[float]] = [[] for _ in range(bins)]
     for r in sent:
-        i = min(bins - 1, int((r["wall_start"] - t0) / width))
+        t = trace_time(r)
+        i = min(bins - 1, int(t / width))
         due[i] += 1
         lag = r.get("send_lag_ms") or 0.0
-        j = min(bins - 1, max(0, int((r["wall_start"] + lag / 1000.0 - t0) / width)))
+        j = min(bins - 1, max(0, int((t + lag / 1000.0) / width)))
         done[j] += 1
         lags[i].append(lag)
     rows = []

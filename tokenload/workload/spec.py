@@ -152,6 +152,7 @@ class TraceSpec(_Strict):
     window: str | None = Field(None, description="Replay only START:END seconds of it")
     scale_rate: float | None = Field(None, gt=0, description="Rescale it to this mean rate (req/s)")
     block_size: int = Field(512, ge=1, description="Tokens per hash id of its hash_ids")
+    steps: int = Field(1, ge=1, description="Replay it as this many steps (consecutive windows)")
 
     _check_path = field_validator("path")(_existing_file)
     _check_window = field_validator("window")(lambda v: _window(v))

@@ -18,7 +18,8 @@ prompt, so the trace's prefix reuse is reproduced) and a prompt text. Formats (`
   ``hash_ids`` (a JSON list, or space-separated numbers in CSV) and ``prompt``.
 
 An unknown column or key, or a bad value, fails up front with the row number (1-based, the header
-not counted).
+not counted). Rows of a session without hashes of their own get hashes that repeat the previous
+turn's prompt (:func:`session_prefixes`).
 """
 
 from __future__ import annotations
@@ -38,9 +39,11 @@ __all__ = [
     "FORMATS",
     "Trace",
     "TraceRow",
+    "TraceWindow",
     "implied_hit_tokens",
     "load_trace",
     "parse_window",
+    "session_prefixes",
     "trace_stats",
 ]
 
@@ -57,6 +60,38 @@ class TraceRow:
     session_id: str | None = None
     hash_ids: tuple[int, ...] = ()
     prompt: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TraceWindow:
+    """One of the consecutive parts a trace is replayed in (``--trace-steps``): rows
+    ``first_row`` to ``end_row - 1``, from ``start_s`` to ``end_s`` of the trace (the times of its
+    first and last rows)."""
+
+    index: int
+    first_row: int
+    end_row: int
+    start_s: float
+    end_s: float
+
+    @property
+    def rows(self) -> int:
+        return self.end_row - self.first_row
+
+    @property
+    def mean_rate_rps(self) -> float | None:
+        """Arrivals per second over the window, as :attr:`Trace.mean_rate_rps` defines it."""
+        d = self.end_s - self.start_s
+        return (self.rows - 1) / d if self.rows > 1 and d > 0 else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "window": self.index,
+            "rows": [self.first_row, self.end_row],
+            "start_s": self.start_s,
+            "end_s": self.end_s,
+            "mean_rate_rps": self.mean_rate_rps,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +115,34 @@ class Trace:
 
     def times(self) -> list[float]:
         return [r.t_s for r in self.rows]
+
+    def windows(self, n: int, option: str = "--trace-steps") -> list[TraceWindow]:
+        """The trace cut into ``n`` consecutive windows of equal duration (a row on a boundary
+        opens the later window; the last row closes the last). Each must hold two rows at
+        distinct times, or the cut fails naming the window."""
+        if n < 1:
+            raise WorkloadError(f"{option}: expected a count >= 1, got {n}")
+        width = self.duration_s / n
+        bounds = [0]
+        for k in range(1, n):
+            edge = k * width
+            i = bounds[-1]
+            while i < len(self.rows) and self.rows[i].t_s < edge:
+                i += 1
+            bounds.append(i)
+        bounds.append(len(self.rows))
+        out = []
+        for k in range(n):
+            a, b = bounds[k], bounds[k + 1]
+            window = TraceWindow(k, a, b, self.rows[a].t_s if b > a else k * width,
+                                 self.rows[b - 1].t_s if b > a else k * width)  # fmt: skip
+            if window.mean_rate_rps is None:
+                raise WorkloadError(
+                    f"{option}: window {k + 1} of {n} ({k * width:g}-{(k + 1) * width:g} s of the trace) "
+                    f"holds {window.rows} rows; each needs two at distinct times: ask for fewer steps"
+                )
+            out.append(window)
+        return out
 
     def transformed(
         self, *, window: tuple[float, float] | None = None, speed: float = 1.0, rate: float | None = None
@@ -281,7 +344,34 @@ def load_trace(path: str | Path, fmt: str = "auto", block_size: int | None = Non
     rows.sort(key=lambda r: r.t_s)  # stable: rows at one time keep the file's order
     t0 = rows[0].t_s
     size = block_size or MOONCAKE_BLOCK_SIZE
-    return Trace(tuple(replace(r, t_s=r.t_s - t0) for r in rows), fmt, src, size, skipped)
+    rows = session_prefixes([replace(r, t_s=r.t_s - t0) for r in rows], size)
+    return Trace(tuple(rows), fmt, src, size, skipped)
+
+
+def session_prefixes(rows: list[TraceRow], block_size: int) -> list[TraceRow]:
+    """Rows of a session (``session_id``) without ``hash_ids`` of their own, given block hashes
+    that make each turn's prompt start with the previous turn's: the whole blocks of
+    min(previous input, this input) tokens carry the previous turn's hashes, the rest new ones
+    (negative, so no trace's own hash is met). The conversation's history then reaches the
+    server's prefix cache, as the trace's ``hash_ids`` do. The previous turn's reply is not in
+    it (its text is the server's): a lower bound on a real conversation's reuse."""
+    last: dict[str, tuple[int, ...]] = {}
+    inputs: dict[str, int] = {}
+    fresh = 0
+    out = []
+    for r in rows:
+        if r.session_id is None or r.hash_ids or r.prompt is not None:
+            out.append(r)
+            continue
+        prev = last.get(r.session_id, ())
+        kept = prev[: min(inputs.get(r.session_id, 0), r.input_tokens) // block_size]
+        need = -(-r.input_tokens // block_size) - len(kept)
+        own = tuple(-(fresh + k + 1) for k in range(need))
+        fresh += need
+        hashes = kept + own
+        last[r.session_id], inputs[r.session_id] = hashes, r.input_tokens
+        out.append(replace(r, hash_ids=hashes))
+    return out
 
 
 def _session(value: Any) -> str | None:
