@@ -48,6 +48,7 @@ def _probe(pr: dict) -> dict:
         "rate_rps": round(pr["rate_rps"], 3),
         "outcome": pr["outcome"],
         "duration_s": round(pr["duration_s"], 1),
+        "screen": bool(pr.get("screen")),
     }
 
 
@@ -128,6 +129,10 @@ def main() -> None:
     write_results_section("slo_search", results_markdown(result, " ".join(sys.argv[1:])))
 
 
+#: How the results table marks each probe's outcome.
+_MARK = {"pass": "", "fail": "*", "indeterminate": "?"}
+
+
 def results_markdown(result: dict, argv: str) -> str:
     """bench/RESULTS.md's "SLO search" section: one row per shape and repeat."""
     rows = []
@@ -135,7 +140,9 @@ def results_markdown(result: dict, argv: str) -> str:
         s, q = r["staircase"], r["search"]
         n = len(s["steps"])
         rows.append(f"| {i + 1} | fine staircase | {n} steps | {s['capacity_rps']} | {s['load_time_s']} |")
-        probes = ", ".join(f"{p['rate_rps']:g}{'' if p['outcome'] == 'pass' else '*'}" for p in q["probes"])
+        probes = ", ".join(
+            f"{p['rate_rps']:g}{_MARK[p['outcome']]}{' (s)' if p.get('screen') else ''}" for p in q["probes"]
+        )
         rows.append(f"| {i + 1} | slo search | {probes} | {q['capacity_rps']} | {q['load_time_s']} |")
     cfg = result["config"]
     return "\n".join(
@@ -145,7 +152,9 @@ def results_markdown(result: dict, argv: str) -> str:
             f"`python bench/slo_search.py {argv}`".replace(" `", "`") + f" on {machine()}:",
             f"SLO `{cfg['slo']}`, Poisson arrivals, rates {cfg['start']:g} to {cfg['max']:g} req/s; the",
             f"staircase x{cfg['fine']:g} per step until two steps break the SLO, the search x2 then",
-            "bisection to 10 %. Probes in the order run; `*` = did not meet the SLO.",
+            "bisection to 10 %. Probes in the order run: `*` failed, `?` indeterminate (its interval",
+            "lies across a limit, or too few requests bound it), `(s)` a screen (a climbing probe held",
+            "for the step duration and climbed past on its point estimates).",
             "",
             "| repeat | shape | steps | highest rate meeting the SLO (req/s) | load time (s) |",
             "|---|---|---|---|---|",
