@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint format bench bench-peers clean browser prometheus vllm-cpu
+.PHONY: demo test lint format bench bench-peers clean browser prometheus vllm-cpu locust-oldest
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -56,6 +56,25 @@ test: $(STAMP) browser prometheus vllm-cpu
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/pytest -q
+	@$(MAKE) --no-print-directory locust-oldest
+
+# The suite runs above on the newest Locust that pyproject.toml allows (what pip resolved). When
+# that is not also the oldest allowed, the tests that drive Locust itself (its runners, master and
+# workers, the web UI, and tokenload/loadgen/locust_private.py's private APIs) run again against
+# the oldest, in .venv-locust-oldest.
+LOCUST_OLDEST := $(shell sed -n 's/^ *"locust>=\([0-9.]*\),.*/\1/p' pyproject.toml)
+OLDEST_VENV := .venv-locust-oldest
+locust-oldest: $(STAMP)
+	@test -n "$(LOCUST_OLDEST)" || { echo "pyproject.toml states no oldest Locust (locust>=X,<Y)"; exit 1; }
+	@if $(BIN)/python -c "import sys, locust; from packaging.version import Version as V; sys.exit(V(locust.__version__) != V('$(LOCUST_OLDEST)'))"; then \
+	  echo "the installed Locust is the oldest pyproject.toml allows ($(LOCUST_OLDEST)); installed fresh (as in CI) it is also the newest: the suite above ran on both"; \
+	else \
+	  test -x $(OLDEST_VENV)/bin/python || $(PYTHON) -m venv $(OLDEST_VENV); \
+	  $(OLDEST_VENV)/bin/python -m pip install -q --upgrade pip; \
+	  $(OLDEST_VENV)/bin/python -m pip install -q -e '.[test]' 'locust==$(LOCUST_OLDEST)'; \
+	  $(OLDEST_VENV)/bin/python -c "import locust; print('the Locust-facing tests again on the oldest allowed Locust,', locust.__version__)"; \
+	  $(OLDEST_VENV)/bin/pytest -q tests/distributed tests/web tests/unit; \
+	fi
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -78,4 +97,4 @@ bench-peers: $(STAMP)
 	$(BIN)/python bench/peers/run.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(OLDEST_VENV) .pytest_cache .ruff_cache

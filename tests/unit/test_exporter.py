@@ -26,6 +26,7 @@ from tokenload.loadgen.exporter import (
 )
 from tokenload.loadgen.health import HealthMonitor
 from tokenload.loadgen.phases import StepTracker
+from tokenload.loadgen.plugin import ProcessCache
 from tokenload.metrics.aggregate import LLMStats
 from tokenload.metrics.failures import FAILURE_CLASSES
 from tokenload.metrics.histogram import LogHistogram
@@ -152,8 +153,8 @@ def test_the_step_gauges_follow_the_tracker() -> None:
 def test_the_master_sums_what_its_workers_report() -> None:
     runner = object.__new__(_Master)
     ctx = _ctx(runner)
-    ctx.extras = {}
-    exporter = ctx.extras[Exporter] = Exporter(ctx, _health(cpu=5.0))
+    ctx.cache = ProcessCache()
+    exporter = ctx.cache.exporter = Exporter(ctx, _health(cpu=5.0))
     note_worker(ctx, "host_a", {"worker": "w0", "in_flight": 3, "cpu_percent": 40.0, "loop_lag_s": 0.002})
     note_worker(ctx, "host_b", {"worker": "w1", "in_flight": 4, "cpu_percent": 95.0, "loop_lag_s": 0.05})
     note_worker(ctx, "host_b", {"worker": "w1", "in_flight": 5, "cpu_percent": 90.0, "loop_lag_s": 0.02})

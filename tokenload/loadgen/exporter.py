@@ -245,7 +245,7 @@ def install(environment: Environment, ctx: RunContext) -> None:
     health = ctx.health  # started by the plugin before this is called
     if isinstance(environment.runner, WorkerRunner):
         return
-    exporter = ctx.extras[Exporter] = Exporter(ctx, health)
+    exporter = ctx.cache.exporter = Exporter(ctx, health)
     if environment.web_ui is not None:
         base = (getattr(environment.parsed_options, "web_base_path", None) or "").rstrip("/")
         exporter.add_web_route(environment.web_ui, base)
@@ -280,6 +280,6 @@ def worker_report(ctx: RunContext) -> dict[str, Any]:
 
 def note_worker(ctx: RunContext, client_id: str, live: dict[str, Any] | None) -> None:
     """On the master: keep a worker's latest ``live`` block."""
-    exporter = ctx.extras.get(Exporter)
+    exporter = ctx.cache.exporter
     if exporter is not None:
         exporter.note_worker(client_id, live)

@@ -13,7 +13,7 @@ import logging
 import time
 import weakref
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokenload.loadgen import transport
 from tokenload.loadgen.gate import Gate
@@ -35,9 +35,31 @@ from tokenload.servermetrics.prometheus_source import PrometheusSource
 from tokenload.servermetrics.scraper import Scraper
 from tokenload.servermetrics.summary import summarize_window
 
-__all__ = ["RunContext", "context_of", "environments"]
+if TYPE_CHECKING:
+    from tokenload.loadgen.exporter import Exporter
+    from tokenload.workload.plan import RequestPlanner
+    from tokenload.workload.trace import Trace
+    from tokenload.workload.trace_prompts import TracePrompts
+
+__all__ = ["ProcessCache", "RunContext", "context_of", "environments"]
 
 log = logging.getLogger("tokenload")
+
+
+class ProcessCache:
+    """What other modules build once per process and keep on the run's context, each in its own
+    typed slot (built on first use by the module named)."""
+
+    def __init__(self) -> None:
+        #: loadgen/workload.py: the request planner by (chat, a step's own prompt length spec).
+        self.planners: dict[tuple[bool, str | None], RequestPlanner] = {}
+        #: loadgen/exporter.py: tokenload's own /metrics (master or local runner only).
+        self.exporter: Exporter | None = None
+        #: loadgen/trace_replay.py: whether the run replays a trace, the trace, its request
+        #: builders (by chat).
+        self.replays_trace: bool | None = None
+        self.trace: Trace | None = None
+        self.trace_prompts: dict[bool, TracePrompts] = {}
 
 
 class RunContext:
@@ -88,8 +110,8 @@ class RunContext:
         self.workers_seen: set[str] = set()
         #: Workers lost mid-run, filled on the master by loadgen/workers.py.
         self.workers_lost: list[dict[str, Any]] = []
-        #: Per-process objects other modules build once (the workload planner).
-        self.extras: dict[Any, Any] = {}
+        #: Per-process objects other modules build once (the workload planner, the trace).
+        self.cache = ProcessCache()
 
     def _trace_times(self) -> list[float]:
         from tokenload.loadgen.trace_replay import trace_of

@@ -70,7 +70,7 @@ def _workload_trace(options: Any) -> TraceSpec:
 def replays_trace(ctx: RunContext) -> bool:
     """Whether this run's open-loop steps send a trace's rows (``--trace``, or a ``--workload``
     file of kind trace); decided once per process."""
-    known = ctx.extras.get("replays_trace")
+    known = ctx.cache.replays_trace
     if known is None:
         options = ctx.environment.parsed_options
         known = bool(option_value(options, "trace"))
@@ -79,26 +79,25 @@ def replays_trace(ctx: RunContext) -> bool:
                 known = load_workload_file(str(option_value(options, "workload"))).kind == "trace"
             except WorkloadError:
                 known = False  # the workload's own error is reported where it is used
-        ctx.extras["replays_trace"] = known
+        ctx.cache.replays_trace = known
     return known
 
 
 def trace_of(ctx: RunContext) -> Trace:
     """This process's trace (read on first use)."""
-    trace = ctx.extras.get("trace")
+    trace = ctx.cache.trace
     if trace is None:
-        trace = ctx.extras["trace"] = load_run_trace(ctx.environment.parsed_options)
+        trace = ctx.cache.trace = load_run_trace(ctx.environment.parsed_options)
     return trace
 
 
 def prompts_for(ctx: RunContext, chat: bool, host: str, api_key: str | None, model: str) -> TracePrompts:
     """This process's request builder for trace rows (its prompt maker is the workload's: the
     target's /tokenize when it has one)."""
-    key = ("trace_prompts", chat)
-    built = ctx.extras.get(key)
+    built = ctx.cache.trace_prompts.get(chat)
     if built is None:
         planner = workload.planner_for(ctx, chat, host, api_key, model)
-        built = ctx.extras[key] = TracePrompts(
+        built = ctx.cache.trace_prompts[chat] = TracePrompts(
             planner.maker, chat=chat, block_size=trace_of(ctx).block_size, seed=planner.spec.seed
         )
     return built

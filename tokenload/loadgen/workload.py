@@ -51,14 +51,15 @@ def planner_for(
 ) -> RequestPlanner:
     """This process's planner for the chat or the completions API (built once, on first use);
     ``prompt_tokens`` replaces the run's prompt length spec (a step's own, in a context sweep)."""
-    key = ("planner", chat, prompt_tokens)
-    cached = ctx.extras.get(key)
+    key = (chat, prompt_tokens)
+    planners = ctx.cache.planners
+    cached = planners.get(key)
     if cached is not None:
         return cached
     with _lock:
-        cached = ctx.extras.get(key)
+        cached = planners.get(key)
         if cached is None:
-            cached = ctx.extras[key] = _build(ctx, chat, host, api_key, model, prompt_tokens)
+            cached = planners[key] = _build(ctx, chat, host, api_key, model, prompt_tokens)
     return cached
 
 

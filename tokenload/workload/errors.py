@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["PromptCountError", "WorkloadError", "describe"]
+from pathlib import Path
+
+__all__ = ["PromptCountError", "WorkloadError", "describe", "read_text"]
 
 
 class WorkloadError(ValueError):
@@ -23,3 +25,14 @@ def describe(value: object, limit: int = 60) -> str:
     text = repr(value)
     text = text.replace("\n", "\\n")
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def read_text(path: Path, where: str, missing: str = "no such file") -> str:
+    """The file's text (UTF-8); a missing or unreadable file is a one-line WorkloadError that
+    starts with ``where``."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise WorkloadError(f"{where}: {missing}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise WorkloadError(f"{where}: cannot read it ({type(exc).__name__})") from None

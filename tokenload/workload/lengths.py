@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tokenload.workload.errors import WorkloadError
+from tokenload.workload.errors import WorkloadError, read_text
 from tokenload.workload.seeds import stream_for
 
 __all__ = [
@@ -316,12 +316,7 @@ def _fmt(v: float) -> str:
 
 def _read_histogram(path: Path, field: str, integer: bool) -> tuple[list[float], list[float]]:
     where = f"{field}: {path}"
-    try:
-        raw = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise WorkloadError(f"{where}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise WorkloadError(f"{where}: cannot read it ({type(exc).__name__})") from None
+    raw = read_text(path, where)
     if not raw.strip():
         raise WorkloadError(f"{where}: empty file, expected length,weight rows or a JSON list")
     kind = "length" if integer else "value"

@@ -23,7 +23,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from tokenload.workload.errors import WorkloadError, describe
+from tokenload.workload.errors import WorkloadError, describe, read_text
 from tokenload.workload.lengths import Distribution, parse_length_spec, parse_seconds_spec
 
 __all__ = [
@@ -294,12 +294,7 @@ def load_workload_file(path: str | Path, section: str = "workload") -> WorkloadS
     """The workload of a YAML run file: its ``section`` mapping when the file has one (other
     top-level keys belong to other layers), else the whole file."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise WorkloadError(f"{path}: no such run file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise WorkloadError(f"{path}: cannot read it ({type(exc).__name__})") from None
+    text = read_text(path, str(path), "no such run file")
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
