@@ -23,6 +23,7 @@ from typing import Any
 from gevent.event import Event
 
 from tokenload.loadgen.arrivals import ArrivalSpec, SlotSchedule
+from tokenload.workload.trace import mean_rate
 
 __all__ = ["OPEN_LOOP_OPTION", "Pacer", "Slot"]
 
@@ -97,7 +98,7 @@ class Pacer:
             else:
                 # Played at the step's rate (an SLO probe over a trace; a plain replay is at its
                 # own mean rate): every gap scaled alike, the bursts keep their shape.
-                mean = (len(times) - 1) / times[-1] if len(times) > 1 and times[-1] > 0 else None
+                mean = mean_rate(len(times), times[-1] - times[0]) if times else None
                 if mean and rate.get("rps"):
                     k = mean / float(rate["rps"])
                     times = [t * k for t in times]

@@ -42,6 +42,7 @@ __all__ = [
     "TraceWindow",
     "implied_hit_tokens",
     "load_trace",
+    "mean_rate",
     "parse_window",
     "session_prefixes",
     "trace_stats",
@@ -62,6 +63,12 @@ class TraceRow:
     prompt: str | None = None
 
 
+def mean_rate(rows: int, duration_s: float) -> float | None:
+    """The mean arrival rate of ``rows`` arrivals spread over ``duration_s`` from the first to
+    the last: (rows - 1) / duration, the gaps per second (None below two rows at distinct times)."""
+    return (rows - 1) / duration_s if rows > 1 and duration_s > 0 else None
+
+
 @dataclass(frozen=True, slots=True)
 class TraceWindow:
     """One of the consecutive parts a trace is replayed in (``--trace-steps``): rows
@@ -80,9 +87,8 @@ class TraceWindow:
 
     @property
     def mean_rate_rps(self) -> float | None:
-        """Arrivals per second over the window, as :attr:`Trace.mean_rate_rps` defines it."""
-        d = self.end_s - self.start_s
-        return (self.rows - 1) / d if self.rows > 1 and d > 0 else None
+        """Arrivals per second over the window (:func:`mean_rate`)."""
+        return mean_rate(self.rows, self.end_s - self.start_s)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -109,9 +115,8 @@ class Trace:
 
     @property
     def mean_rate_rps(self) -> float | None:
-        """Arrivals per second over the trace: (rows - 1) / duration (None below two rows)."""
-        d = self.duration_s
-        return (len(self.rows) - 1) / d if len(self.rows) > 1 and d > 0 else None
+        """Arrivals per second over the trace (:func:`mean_rate`)."""
+        return mean_rate(len(self.rows), self.duration_s)
 
     def times(self) -> list[float]:
         return [r.t_s for r in self.rows]
