@@ -129,3 +129,17 @@ def test_a_batch_at_its_seen_ceiling_is_saturated_on_bandwidth() -> None:
     verdict, truth = _grid_case(config, workload, (9, 17, 34, 68, 137), 20.0)
     assert truth.label == "memory_bandwidth", truth
     assert verdict["saturated"] and verdict["bottleneck"] == "memory_bandwidth", verdict["evidence"]
+
+
+def test_an_open_loop_at_its_capacity_names_what_binds_not_unexplained() -> None:
+    # 4 sequences at most, 128 in / 64 out: capacity about 2.1 req/s. At 2.0 req/s the server
+    # serves all it is offered and twice the rate gains nothing (saturated); relaxed at its own
+    # rate no resource could gain 10 % (the offered rate caps it), so the oracle said
+    # "unexplained". Relaxed at twice the rate, twice the cap nearly doubles the tokens.
+    from tokenload.sim.engine import EngineConfig
+
+    workload = VirtualWorkload("128", "64", seed=0)
+    truth = judge_level(A40, EngineConfig(max_num_seqs=4), workload, rate_rps=2.0, duration_s=40, warmup_s=10)
+    assert truth.saturated and truth.throughput >= 0.95 * 2.0 * 64, truth
+    assert truth.label == "scheduler_limit" and truth.relaxation == "max_num_seqs", truth
+    assert truth.gains["max_num_seqs"] > 0.5 and truth.gains["kv_blocks"] < 0.1, truth

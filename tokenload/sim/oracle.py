@@ -15,7 +15,13 @@ Definitions (one place; the README's analysis section quotes them):
   caps). The relaxation that raises throughput the most binds, if it raises it by at least
   :data:`RELAX_GAIN` (10 %); one within :data:`SECONDARY_SHARE` of the best gain is the secondary.
   None helping means none of these limited the level (``unexplained``: the step's fixed
-  overhead, say). The API server's terms of a profile (``frontend_request_s``, a latency, and
+  overhead, say). An open loop's level is relaxed at the doubled rate and compared with the
+  doubled throughput: at its own rate a saturated open loop already serves close to all it is
+  offered (85-103 % on the bench's grid), so no relaxation could gain 10 % there however much
+  capacity it adds; at twice the rate the server runs at its capacity, which is what a
+  relaxation changes. A closed loop's throughput is not capped by its load (a faster server
+  completes more turns of the same users), so it is relaxed at its own level. The API
+  server's terms of a profile (``frontend_request_s``, a latency, and
   ``output_token_overhead_s``) are zero in the built-in profiles and not relaxed here, so
   ``frontend`` is never a ground truth.
 
@@ -61,7 +67,8 @@ class OracleVerdict:
     saturated: bool
     throughput: float
     doubled_throughput: float
-    #: Relaxation name -> throughput gain (share) at the same load; empty when not saturated.
+    #: Relaxation name -> throughput gain (share) at the same load (an open loop: at twice its
+    #: rate, over the doubled throughput); empty when not saturated.
     gains: dict[str, float]
     relaxation: str | None = None
     secondary: str | None = None
@@ -140,11 +147,14 @@ def judge_level(
     )
     if base > 0 and doubled >= base * (1 + SATURATION_GAIN):
         return OracleVerdict("none", False, base, doubled, {})
+    # Relaxed at the level itself (closed loop) or at twice its rate (open loop): see above.
+    ref = base if concurrency else doubled
+    relax_rate = rate_rps * 2 if rate_rps and not concurrency else None
     gains: dict[str, float] = {}
     for which in RELAXATIONS:
         p, c = _relaxed(prof, cfg, which)
-        t = steady_throughput(p, c, workload, concurrency=concurrency, rate_rps=rate_rps, **kw)
-        gains[which] = t / base - 1 if base > 0 else 0.0
+        t = steady_throughput(p, c, workload, concurrency=concurrency, rate_rps=relax_rate, **kw)
+        gains[which] = t / ref - 1 if ref > 0 else 0.0
     ranked = sorted(gains, key=gains.get, reverse=True)  # type: ignore[arg-type]
     best = ranked[0]
     if gains[best] < RELAX_GAIN:
