@@ -10,7 +10,8 @@ bisects to ``--slo-resolution 0.1``, judging each probe on its 95 % intervals. L
 the first step's start to the last step's end, on the master's clock. The target (issue #18):
 the search's answer within 10 % of the staircase's, in at most half its load time.
 
-    python bench/slo_search.py [--slo ttft_p90_ms=200,tpot_p90_ms=60] [--repeats 1]
+    python bench/slo_search.py [--slo ttft_p90_ms=200,tpot_p90_ms=60] [--repeats 1] \
+        [--search-args "--slo-repeats 0"]
 """
 
 from __future__ import annotations
@@ -43,12 +44,19 @@ def _steps(summary: dict) -> list[dict]:
     ]
 
 
-def _probe(pr: dict) -> dict:
+def _probe(pr: dict, steps: list[dict]) -> dict:
+    """A probe, with where its step's time went (master clock): ``gap_s`` from the previous
+    step's end to this step's start (its settle, drain and ramp), ``warmup_s`` before its
+    measured part."""
+    step = next((s for s in steps if s["index"] == pr["step"]), None)
+    before = [s for s in steps if step is not None and s["end"] <= step["start"]]
     return {
         "rate_rps": round(pr["rate_rps"], 3),
         "outcome": pr["outcome"],
         "duration_s": round(pr["duration_s"], 1),
         "screen": bool(pr.get("screen")),
+        "gap_s": round(step["start"] - before[-1]["end"], 1) if step and before else None,
+        "warmup_s": round(step["measure_start"] - step["start"], 1) if step else None,
     }
 
 
@@ -69,6 +77,9 @@ def main() -> None:
     p.add_argument("--prompt-tokens", default="128")
     p.add_argument("--output-tokens", default="64")
     p.add_argument("--sim-args", default="", help="emulator arguments (profile, ...)")
+    p.add_argument(
+        "--search-args", default="", help="more options of the search only, e.g. '--slo-repeats 0'"
+    )
     args = p.parse_args()
     slo = parse_slo(args.slo)
     common = [
@@ -89,7 +100,8 @@ def main() -> None:
             search, search_wall = run_sweep(
                 Path(tmp) / f"search{i}",
                 ["--shape", "slo", "--slo", args.slo, "--slo-start", f"{args.start:g}",
-                 "--slo-max", f"{args.max:g}", "--slo-resolution", "0.1", *common],
+                 "--slo-max", f"{args.max:g}", "--slo-resolution", "0.1", *args.search_args.split(),
+                 *common],
             )  # fmt: skip
             cap = find_capacity(stair["steps"], slo)
             stair_rate = cap.load if cap is not None else None
@@ -108,7 +120,7 @@ def main() -> None:
                         "outcome": search["search"]["outcome"],
                         "load_time_s": _load_time(search),
                         "wall_s": round(search_wall, 1),
-                        "probes": [_probe(pr) for pr in search["search"]["probes"]],
+                        "probes": [_probe(pr, search["steps"]) for pr in search["search"]["probes"]],
                     },
                     "rate_ratio": (round(found / stair_rate, 3) if found and stair_rate else None),
                     "load_time_ratio": round(_load_time(search) / _load_time(stair), 3),

@@ -19,15 +19,17 @@ The probe passes when every item passes, fails when any item fails, else it is i
 
 The search: probes grow by ``factor`` from ``start`` while they pass (up to ``max_rate``), then
 bisect geometrically between the highest passing and the lowest failing rate until
-``hi / lo <= 1 + resolution``. A first probe that fails is followed by lower ones (``/ factor``,
-at most :data:`MAX_DOWN_STEPS` times). An indeterminate probe is repeated at the same rate, each
-repeat twice as long (twice the requests, a narrower interval), up to ``repeats`` times, the
-latest probe at a rate standing for it. One still indeterminate is then *decided on its point
-estimates* (every item's value within its limit: the same test a staircase applies) and stays
-reported ``indeterminate``: counting it as failing instead costs a fifth to a third of the rate
-on lognormal latencies (tests/analysis/test_slo_search.py measured it), because near capacity a
-p95 within 30 % of its limit needs thousands of requests to be shown either way. The result says
-whether both ends of its bracket were determinate (``determinate``).
+``hi / lo <= 1 + resolution``. A first probe that fails is followed by lower ones (``/ factor``, at most
+:data:`MAX_DOWN_STEPS` times). An indeterminate probe is repeated at the same rate, each repeat
+twice as long (twice the requests, a narrower interval), up to ``repeats`` times
+(``--slo-repeats``, default 0: each repeat costs about half again the load time for a few points
+of accuracy, bench/slo_repeats.py), the latest probe at a rate standing for it. One still
+indeterminate is then *decided on its point estimates* (every item's value within its limit: the
+same test a staircase applies) and stays reported ``indeterminate``: counting it as failing
+instead costs a fifth to a third of the rate on lognormal latencies
+(tests/analysis/test_slo_search.py measured it), because near capacity a p95 within 30 % of its
+limit needs thousands of requests to be shown either way. The result says whether both ends of its
+bracket were determinate (``determinate``).
 
 *Screens* (monotonicity in the rate): while the search climbs, a probe only has to show that the
 search should climb on, and the latencies of an engine do not fall as its load rises, so a rate
@@ -271,7 +273,7 @@ class SearchPlan:
     factor: float = 2.0
     max_rate: float = 1000.0
     resolution: float = 0.1
-    repeats: int = 1
+    repeats: int = 0
 
     def __post_init__(self) -> None:
         if not (self.start > 0 and self.factor > 1 and self.max_rate >= self.start):
