@@ -12,6 +12,7 @@ from tokenload.analysis.thresholds import Thresholds
 
 __all__ = [
     "batch_room",
+    "capped_below_kv",
     "demand_room",
     "growth_models",
     "kv_bound",
@@ -31,7 +32,20 @@ def kv_full(sig: StepSignals, th: Thresholds) -> bool:
 
 
 def kv_bound(sig: StepSignals, th: Thresholds) -> bool:
+    if capped_below_kv(sig, th):
+        return False
     return sig.preemptions > 0 or (kv_full(sig, th) and sig.waiting_mean > th.waiting_mean)
+
+
+def capped_below_kv(sig: StepSignals, th: Thresholds) -> bool:
+    """A plateau with running pinned at one count, while the KV cache's mean usage leaves room
+    for ``cap_kv_room_requests`` more requests of the running ones' mean size: a cap holds the
+    batch, not the cache (whose peaks may still leave no room for one more)."""
+    if not plateau(sig, th) or not sig.running_mean or not sig.kv_mean or sig.running_max is None:
+        return False
+    per_request = sig.kv_mean / sig.running_mean
+    pinned = sig.running_mean >= th.cap_pinned_share * sig.running_max
+    return pinned and (1.0 - sig.kv_mean) >= th.cap_kv_room_requests * per_request
 
 
 def plateau(sig: StepSignals, th: Thresholds) -> bool:
@@ -141,12 +155,14 @@ def _tokens_model(sig: StepSignals, th: Thresholds) -> StepModel | None:
 
 def demand_room(sig: StepSignals) -> float:
     """How far the running batch could grow at this load if its limit were lifted (at most 2x):
-    a closed loop to its users, an open loop whose queue grows without bound to double."""
+    a closed loop to its users; an open loop to double, whatever its queue now: the ground truth
+    asks what binds at twice its rate (tokenload.sim.oracle), where the queue grows without
+    bound."""
     if not sig.running_mean:
         return 2.0
     if sig.users is not None:
         return max(1.0, min(2.0, sig.users / sig.running_mean))
-    return max(1.0, min(2.0, (sig.running_mean + sig.waiting_mean) / sig.running_mean))
+    return 2.0
 
 
 def batch_room(sig: StepSignals, th: Thresholds) -> tuple[float, str, str, float]:

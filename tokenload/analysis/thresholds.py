@@ -28,6 +28,13 @@ class Thresholds:
     #: grew by at least ``plateau_load_growth``: a plateau across steps, not a steady value in one.
     plateau_growth: float = 0.05
     plateau_load_growth: float = 1.5
+    #: A plateau is a cap, not the KV cache, when running is pinned (its mean at least this share
+    #: of its max: held at one count nearly all the time, where a full cache lets it dip as
+    #: requests grow and finish) while the cache's mean usage has room for this many more
+    #: requests of the running ones' mean size: one, and half of one for the growth of those
+    #: running (a decode's KV grows until it ends; the mean running request is about half way).
+    cap_pinned_share: float = 0.95
+    cap_kv_room_requests: float = 1.5
     #: Fewer requests than this completing inside a step: its throughput is not judged.
     min_completed: float = 3.0
     #: The API server is the bound when more than this share of the server's TTFT is spent
