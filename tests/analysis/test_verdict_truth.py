@@ -145,18 +145,23 @@ def test_an_open_loop_at_its_capacity_names_what_binds_not_unexplained() -> None
     assert truth.gains["max_num_seqs"] > 0.5 and truth.gains["kv_blocks"] < 0.1, truth
 
 
-def _grid_case_at(profile: str, config: dict, workload: VirtualWorkload, schedule: VirtualSchedule):
-    """A scenario of bench/verdict_accuracy.py's grid on any profile and load shape: its top
-    step's verdict and the oracle at that load, timed as the bench times them."""
+def _open_grid_case(
+    profile: str, rates: tuple[float, ...], step_s: float, workload: VirtualWorkload, **config
+):
+    """An open-loop scenario of bench/verdict_accuracy.py's grid on any profile: its top step's
+    verdict and the oracle at that rate, timed as the bench times them."""
     from tokenload.sim.engine import EngineConfig
 
     cfg = EngineConfig(**config)
-    sweep = virtual_sweep(profile, cfg, workload, schedule)
-    steps, _ = judge_steps(sweep.steps)
-    d = schedule.step_duration_s
-    load = {"rate_rps": schedule.rates[-1]} if schedule.rates else {"concurrency": schedule.concurrency[-1]}
+    schedule = VirtualSchedule(rates=rates, step_duration_s=step_s, warmup=0.25, max_in_flight=4096)
+    steps, _ = judge_steps(virtual_sweep(profile, cfg, workload, schedule).steps)
     truth = judge_level(
-        profile, cfg, workload, duration_s=max(40.0, 1.5 * d), warmup_s=max(10.0, 0.5 * d), **load
+        profile,
+        cfg,
+        workload,
+        rate_rps=rates[-1],
+        duration_s=max(40.0, 1.5 * step_s),
+        warmup_s=max(10.0, 0.5 * step_s),
     )
     return steps[-1]["verdict"], truth
 
@@ -166,18 +171,12 @@ def test_an_open_loop_with_a_short_queue_lets_a_larger_cache_double_the_batch() 
     # 64 running on average, 413 preemptions), only 9 requests waiting. The old rules let the
     # batch grow only as far as that queue (1.15x: kv_capacity +13 %) and named bandwidth; the
     # ground truth asks what binds at twice the rate, where the queue grows without bound.
-    config = {
-        "preset": "v0",
-        "max_model_len": 512,
-        "max_num_seqs": 1024,
-        "num_gpu_blocks": 389,
-        "max_num_batched_tokens": 4096,
-        "seed": 125,
-    }
     workload = VirtualWorkload("lognormal:mean=52,sigma=0.5", "lognormal:mean=70,sigma=0.5", seed=125)
     rates = (4.5056, 9.0112, 16.5205, 33.0411, 67.5841)
-    schedule = VirtualSchedule(rates=rates, step_duration_s=20.0, warmup=0.25, max_in_flight=4096)
-    verdict, truth = _grid_case_at("h100-llama3.1-8b", config, workload, schedule)
+    verdict, truth = _open_grid_case(
+        "h100-llama3.1-8b", rates, 20.0, workload, preset="v0", max_model_len=512, max_num_seqs=1024,
+        num_gpu_blocks=389, max_num_batched_tokens=4096, seed=125,
+    )  # fmt: skip
     assert truth.label == "kv_capacity", truth
     assert verdict["bottleneck"] == "kv_capacity", verdict["evidence"]
 
@@ -188,18 +187,12 @@ def test_a_batch_pinned_at_a_cap_below_a_cache_with_room_is_not_kv_capacity() ->
     # rules called it full and named kv_capacity, +96 %). Running stays at exactly 4 from step
     # to step while the queue grows and the cache on average holds two more: a cap holds the
     # batch. A larger cache alone gains nothing (the oracle: +2 %); bandwidth binds.
-    config = {
-        "preset": "v0",
-        "max_model_len": 4096,
-        "max_num_seqs": 4,
-        "num_gpu_blocks": 269,
-        "max_num_batched_tokens": 4096,
-        "seed": 149,
-    }
-    workload = VirtualWorkload("100", "1164", seed=149)
     rates = (0.0408, 0.0817, 0.1633, 0.3267, 0.6125)
-    schedule = VirtualSchedule(rates=rates, step_duration_s=73.47, warmup=0.25, max_in_flight=4096)
-    verdict, truth = _grid_case_at("h200-llama3.1-70b-fp8", config, workload, schedule)
+    verdict, truth = _open_grid_case(
+        "h200-llama3.1-70b-fp8", rates, 73.47, VirtualWorkload("100", "1164", seed=149),
+        preset="v0", max_model_len=4096, max_num_seqs=4, num_gpu_blocks=269,
+        max_num_batched_tokens=4096, seed=149,
+    )  # fmt: skip
     assert truth.label == "memory_bandwidth" and truth.gains["kv_blocks"] < 0.1, truth
     assert verdict["bottleneck"] == "memory_bandwidth", verdict["evidence"]
     assert "kv_capacity" not in str(verdict["evidence"]), verdict["evidence"]
