@@ -196,3 +196,5 @@ def test_a_batch_pinned_at_a_cap_below_a_cache_with_room_is_not_kv_capacity() ->
     assert truth.label == "memory_bandwidth" and truth.gains["kv_blocks"] < 0.1, truth
     assert verdict["bottleneck"] == "memory_bandwidth", verdict["evidence"]
     assert "kv_capacity" not in str(verdict["evidence"]), verdict["evidence"]
+    # The evidence says why a cache full at its peaks was not the bound.
+    assert any("a cap holds the batch, not the cache" in e["rule"] for e in verdict["evidence"])

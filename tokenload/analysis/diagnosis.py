@@ -37,6 +37,7 @@ from typing import Any
 
 from tokenload.analysis.headroom import (
     batch_room,
+    capped_below_kv,
     demand_room,
     growth_models,
     kv_bound,
@@ -213,6 +214,22 @@ def _saturation(sig: StepSignals, th: Thresholds) -> tuple[bool | None, list[dic
     return None, []
 
 
+def _cap_not_cache(sig: StepSignals, th: Thresholds) -> list[dict]:
+    """Why a cache full at its peaks is not what holds the batch (headroom.capped_below_kv)."""
+    if not capped_below_kv(sig, th) or not sig.kv_mean or not sig.running_mean:
+        return []
+    room = (1.0 - sig.kv_mean) / (sig.kv_mean / sig.running_mean)
+    return [
+        _ev(
+            "kv_cache_usage_ratio mean",
+            _r(sig.kv_mean),
+            f"room for {room:.1f} more requests of the running ones' mean size (>= "
+            f"{th.cap_kv_room_requests}) while running is pinned at {sig.running_max:.0f}: a cap "
+            "holds the batch, not the cache",
+        )
+    ]
+
+
 def _rule_saturated(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> tuple[str, list[dict]] | None:
     """Not saturated (``none``), or which resource: the largest predicted gain from relaxing one."""
     saturated, ev = _saturation(sig, th)
@@ -274,6 +291,7 @@ def _rule_saturated(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> t
                     f"> {th.waiting_mean} while the KV cache has room; a cap twice as high lets the "
                     f"batch grow {grow:.2f}x",
                 ),
+                *_cap_not_cache(sig, th),
             ],
         )
     if model is not None:
@@ -305,7 +323,9 @@ def _rule_saturated(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> t
     )
     if close:
         ranking["secondary"] = close[0]
-    return best, ev + gains[best][1] + [ranking]
+    # A cache full at its peaks that a cap keeps from binding: said whatever binds.
+    aside = [] if best == "scheduler_limit" else _cap_not_cache(sig, th)
+    return best, ev + gains[best][1] + aside + [ranking]
 
 
 def _frontend(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> list[dict] | None:
