@@ -22,6 +22,7 @@ PURE = [
     "tokenload.metrics.histogram",
     "tokenload.metrics.intervals",
     "tokenload.metrics.records",
+    "tokenload.loadgen.fleet",
     "tokenload.loadgen.phases",
     "tokenload.loadgen.steps",
     "tokenload.report.capacity",

@@ -210,7 +210,6 @@ def _step_ctx(tmp_path: Path) -> _Ctx:
     ctx.records.path.write_text("")
     ctx.config = SimpleNamespace(gpu_peaks=None, public_dict=lambda: {})
     ctx.run_dir = tmp_path
-    ctx.workers_seen = set()
     ctx.end_time = None
     ctx.planned_steps = [Step(0, 2, 10.0, 2.0), Step(1, 4, 10.0, 2.0)]
     return ctx

@@ -118,7 +118,7 @@ class Exporter:
         own = {"worker": "master" if isinstance(env.runner, MasterRunner) else "local"}
         own |= {"cpu_percent": self.health.cpu_percent, "loop_lag_s": self.health.loop_lag_s}
         if not isinstance(env.runner, MasterRunner):
-            own["in_flight"] = self.ctx.in_flight
+            own["in_flight"] = self.ctx.fleet.in_flight
             return [own]
         now = time.monotonic()
         fresh = [live for t, live in self.workers.values() if now - t <= _WORKER_STALE_S]
@@ -269,10 +269,9 @@ def worker_report(ctx: RunContext) -> dict[str, Any]:
     health = ctx.health
     return {
         "worker": ctx.worker_name,
-        "in_flight": ctx.in_flight,
-        # [step, n] pairs (msgpack maps want string keys): requests started in a step's measured
-        # part and not yet ended, so the master judges a step only once they are in.
-        "measured_in_flight": [[step, n] for step, n in ctx.measured_in_flight.items()],
+        # Requests started in a step's measured part and not yet ended, so the master judges a
+        # step only once they are in.
+        **ctx.fleet.live_report(),
         "cpu_percent": health.cpu_percent if health else None,
         "loop_lag_s": health.loop_lag_s if health else None,
     }

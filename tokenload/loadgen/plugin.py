@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tokenload.loadgen import transport
+from tokenload.loadgen.fleet import Fleet
 from tokenload.loadgen.gate import Gate
 from tokenload.loadgen.health import HealthMonitor
 from tokenload.loadgen.option_table import option_value
@@ -92,24 +93,13 @@ class RunContext:
         #: --drain: closed between steps, so no user starts a request (every process).
         self.gate = Gate()
         self.rate_schedule: dict[str, Any] | None = None
-        self.announced_workers: list[str] = []
         #: Workload options of the coming or current step (its prompt length), on every process.
         self.step_overrides: dict[str, str] = {}
-        #: Workers asked for an immediate report (see request_reports) that have not sent it.
-        self.awaiting_reports: set[str] = set()
         #: What a shape found beyond its steps (the knee search's probes), for summary.json.
         self.shape_result: dict[str, Any] | None = None
         self.health: HealthMonitor | None = None
-        #: Requests sent and not yet complete in this process (tokenload's /metrics).
-        self.in_flight = 0
-        #: Of those, the ones started in a step's measured part, by step (this process).
-        self.measured_in_flight: dict[int, int] = {}
-        #: On the master: each worker's measured_in_flight and in_flight as of its latest report.
-        self.worker_measured_in_flight: dict[str, dict[int, int]] = {}
-        self.worker_in_flight: dict[str, int] = {}
-        self.workers_seen: set[str] = set()
-        #: Workers lost mid-run, filled on the master by loadgen/workers.py.
-        self.workers_lost: list[dict[str, Any]] = []
+        #: Requests in flight here and on each worker, the workers seen, lost and awaited.
+        self.fleet = Fleet()
         #: Per-process objects other modules build once (the workload planner, the trace).
         self.cache = ProcessCache()
 
@@ -164,7 +154,7 @@ class RunContext:
         if (
             self.rate_schedule is not None
             and isinstance(runner, MasterRunner)
-            and transport.live_workers(runner) != self.announced_workers
+            and transport.live_workers(runner) != self.fleet.announced_workers
         ):
             log.warning("tokenload: the workers changed mid-step: the arrival schedule is re-split")
             self._announce()
@@ -172,26 +162,20 @@ class RunContext:
     def unfinished(self, step: int) -> int:
         """Requests started in ``step``'s measured part not yet ended: this process's, plus each
         live worker's as of its latest report (a lost worker's are never coming)."""
-        n = self.measured_in_flight.get(step, 0)
-        runner = self.environment.runner
-        if isinstance(runner, MasterRunner):
-            live = set(transport.live_workers(runner))
-            n += sum(c.get(step, 0) for w, c in self.worker_measured_in_flight.items() if w in live)
-        return n
+        return self.fleet.unfinished(step, self._live_workers())
 
     def in_flight_total(self) -> int:
         """Requests sent and not yet ended anywhere: this process's, plus each live worker's as
         of its latest report."""
-        n = self.in_flight
+        return self.fleet.in_flight_total(self._live_workers())
+
+    def _live_workers(self) -> set[str]:
         runner = self.environment.runner
-        if isinstance(runner, MasterRunner):
-            live = set(transport.live_workers(runner))
-            n += sum(c for w, c in self.worker_in_flight.items() if w in live)
-        return n
+        return set(transport.live_workers(runner)) if isinstance(runner, MasterRunner) else set()
 
     def request_reports(self) -> None:
         """Ask every worker for its report now (not at its next 3 s tick): a step's figures are
-        complete moments after it ends. :attr:`awaiting_reports` empties as they arrive."""
+        complete moments after it ends. ``fleet.awaiting_reports`` empties as they arrive."""
         transport.request_reports(self)
 
     def prepare_step(self, step: Step) -> None:
@@ -355,7 +339,7 @@ class RunContext:
             server_window=self.server_window,
             points=self.scraper.points if self.scraper is not None else None,
             gpu_peaks=self.config.gpu_peaks,
-            workers_lost=self.workers_lost,
+            workers_lost=self.fleet.workers_lost,
             target_events=self.scraper.events if self.scraper is not None else (),
         )
 
@@ -366,7 +350,7 @@ class RunContext:
             started_at=self.start_time,
             ended_at=self.end_time,
             config=self.config.public_dict(),
-            workers=sorted(self.workers_seen),
+            workers=sorted(self.fleet.workers_seen),
             search=self.shape_result,
             trace=self.trace_summary,
             scrape_failures=self.scraper.failures if self.scraper is not None else None,
@@ -442,7 +426,7 @@ class RunContext:
             "stats": self.stats.to_dict(),
             "formulas": FORMULAS,
             "records_written": self.writer.records.written,
-            "workers_lost": self.workers_lost,
+            "workers_lost": self.fleet.workers_lost,
             "start_time": self.start_time,
             "end_time": self.end_time,
         }

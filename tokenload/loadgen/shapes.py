@@ -138,14 +138,14 @@ class StepShape(LoadTestShape):
             return self._spawn(step)
         # Settling: the step's figures are complete once every worker has reported and every
         # request of its measured part has ended (each report refreshes the workers' counts).
-        if self.ctx.awaiting_reports and now - self.ended_at < _SETTLE_MAX_S:
+        if self.ctx.fleet.awaiting_reports and now - self.ended_at < _SETTLE_MAX_S:
             return self._spawn(step)
         unfinished = self.ctx.unfinished(step.index)
         # --drain: nothing may be in flight either (no user starts one meanwhile).
         busy = self.ctx.in_flight_total() if self.drains() else 0
         settle_s = float(_opt(self, "settle_timeout"))
         if (unfinished or busy) and now - self.ended_at < settle_s:
-            if not self.ctx.awaiting_reports:
+            if not self.ctx.fleet.awaiting_reports:
                 self.ctx.request_reports()
             return self._spawn(step)
         if self.drains():

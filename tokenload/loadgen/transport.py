@@ -102,7 +102,7 @@ def announce(ctx: RunContext) -> None:
     else:
         # Each worker walks its own share of the one global arrival schedule.
         ids = live_workers(runner)
-        ctx.announced_workers = ids
+        ctx.fleet.announced_workers = ids
         for slot, client_id in enumerate(ids):
             runner.send_message(
                 PHASE_MESSAGE, {**msg, "rate": {**rate, "slot": slot, "of": len(ids)}}, client_id=client_id
@@ -110,11 +110,11 @@ def announce(ctx: RunContext) -> None:
 
 
 def request_reports(ctx: RunContext) -> None:
-    """Ask every worker for its report now; ``ctx.awaiting_reports`` empties as they arrive."""
+    """Ask every worker for its report now; ``ctx.fleet.awaiting_reports`` empties as they arrive."""
     runner = ctx.environment.runner
     if isinstance(runner, MasterRunner):
         ids = live_workers(runner)
-        ctx.awaiting_reports = set(ids)
+        ctx.fleet.expect_reports(ids)
         for client_id in ids:
             runner.send_message(FLUSH_MESSAGE, None, client_id=client_id)
 
@@ -152,13 +152,7 @@ def fill_worker_report(ctx: RunContext, data: dict[str, Any]) -> None:
 
 def take_worker_report(ctx: RunContext, client_id: str, report: WorkerReport) -> None:
     """On the master: merge a worker's report and keep its records (requests.jsonl at once)."""
-    ctx.workers_seen.add(client_id)
-    ctx.awaiting_reports.discard(client_id)
-    live = report.get("live") or {}
-    ctx.worker_measured_in_flight[client_id] = {
-        int(step): int(n) for step, n in live.get("measured_in_flight") or []
-    }
-    ctx.worker_in_flight[client_id] = int(live.get("in_flight") or 0)
+    ctx.fleet.note_report(client_id, report.get("live") or {})
     ctx.stats.merge_dict(report["stats"])
     ctx.steps.merge_stats(report["steps"])
     ctx.steps.note_health(report["health"])

@@ -289,11 +289,8 @@ class LLMUser(User):
         # A request belongs to the step (and phase) it started in; an open-loop arrival to the
         # step whose schedule it came from. Only an iteration's first request is scheduled.
         step, phase, slot = self._take_slot()
-        measured = self.ctx.measured_in_flight
         counted = step if phase == "measure" and step is not None else None
-        self.ctx.in_flight += 1
-        if counted is not None:
-            measured[counted] = measured.get(counted, 0) + 1
+        self.ctx.fleet.started(counted)
         try:
             out = self.target.stream(self.path, body, state)
         except GreenletExit:
@@ -304,13 +301,7 @@ class LLMUser(User):
         finally:
             # No yield from here until the record is queued (below): a worker report never
             # shows the request ended without its record.
-            self.ctx.in_flight -= 1
-            if counted is not None:
-                left = measured[counted] - 1
-                if left:
-                    measured[counted] = left
-                else:
-                    del measured[counted]
+            self.ctx.fleet.ended(counted)
         intended = slot.intended if slot is not None else None
         timing = compute_timing(
             out.t_start, state.content_times, state.content_tokens, out.t_end, state.output_tokens, intended

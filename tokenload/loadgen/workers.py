@@ -216,7 +216,7 @@ def watch(environment: Environment, ctx: RunContext) -> None:
     runner = environment.runner
     events = environment.events
     if isinstance(runner, MasterRunner):
-        loss = WorkerLossWatch(runner, ctx.workers_lost, lambda: ctx.steps.windows)
+        loss = WorkerLossWatch(runner, ctx.fleet.workers_lost, lambda: ctx.steps.windows)
         events.heartbeat_sent.add_listener(loss.on_heartbeat)
         events.worker_report.add_listener(loss.on_report)
         events.quitting.add_listener(loss.stop)
