@@ -35,7 +35,7 @@ from _harness import machine, run_sweep, write_results_section  # noqa: E402
 
 from tests.real_vllm.conftest import SERVERS  # noqa: E402
 from tests.real_vllm.server import VllmServer, build_tiny_model, vllm_python  # noqa: E402
-from tests.real_vllm.twin import SIM_ARGS, base_profile  # noqa: E402
+from tests.real_vllm.twin import SIM_ARGS, base_profile, host_scales  # noqa: E402
 from tokenload import calibrate, plan  # noqa: E402
 
 CONTEXT = ("64,256,1024", 64)
@@ -85,7 +85,9 @@ def _outside(step: dict) -> float | None:
 
 def twin(runs: dict[str, list[Path]], tmp: Path, frontend: bool, step_s: float) -> dict:
     base = tmp / "cpu-tiny.yaml"
-    base.write_text(yaml.safe_dump(base_profile(), sort_keys=False))
+    # The nominal scales put on this host's own one-user figures (the context sweep, a fitting run).
+    scales = host_scales(json.loads((runs["fit"][0] / "summary.json").read_text())["steps"])
+    base.write_text(yaml.safe_dump(base_profile(scales), sort_keys=False))
     fitted = tmp / f"fitted-{'frontend' if frontend else 'plain'}.yaml"
     argv = [
         *map(str, runs["fit"]),
@@ -131,6 +133,7 @@ def twin(runs: dict[str, list[Path]], tmp: Path, frontend: bool, step_s: float) 
     return {
         "fit_frontend": frontend,
         "parameters": {k: d["fitted"] for k, d in fit["parameters"].items()},
+        "host_scales": {"peak_flops_per_s": round(scales[0]), "bandwidth_bytes_per_s": round(scales[1])},
         "undetermined": fit["undetermined"],
         "in_sample_worst_error": {"median": statistics.median(fit_errors), "worst": max(fit_errors)},
         "other_staircase": steps,
@@ -188,6 +191,10 @@ def results_markdown(r: dict, argv: str) -> str:
         "64 out) and a 1/2/4/8-user staircase (256 in, 64 out); **validated** with `tokenload plan` on",
         "a 2/6/12-user staircase (512 in, 32 out) it never saw, measured "
         f"{r['config']['repeats']} times (run-to-run: the real server's own spread). Target: {r['target']}.",
+        "The base profile's nominal core is put on this host's own one-user figures "
+        "(`tests/real_vllm/twin.py` `host_scales`, from the context sweep): "
+        f"{r['results'][0]['host_scales']['peak_flops_per_s'] / 1e9:.1f} GFLOP/s, "
+        f"{r['results'][0]['host_scales']['bandwidth_bytes_per_s'] / 1e9:.2f} GB/s.",
         "",
     ]
     for x in r["results"]:

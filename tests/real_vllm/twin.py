@@ -35,15 +35,36 @@ def tiny_params() -> int:
     return CONFIG["vocab_size"] * h + layers * per_layer + h
 
 
-def base_profile() -> dict[str, Any]:
-    """The profile (as YAML data) calibrate starts from: starting efficiencies mid-range."""
+def host_scales(context_steps: list[dict[str, Any]]) -> tuple[float, float]:
+    """Nominal peak FLOP/s and bandwidth for the host the server ran on, from a context sweep at
+    one user (its steps from ``summary.json``): the scales at which the base efficiencies
+    (prefill 0.5, decode 0.6) give the sweep's own prefill time per token (between its shortest
+    and longest prompt, TTFT p50) and its fastest TPOT p50. A CPU core has no datasheet, and
+    the hosts differ: one core of the first host ran torch's bf16 GEMM at the model's shapes at
+    1.3-2.5 GFLOP/s, a later one at 171-400 (bench/RESULTS.md, "The machine changed under the
+    twin"). Fitting data only: the validation staircase is not read."""
+    ordered = sorted(context_steps, key=lambda st: int(st["prompt_tokens"]))
+    lo, hi = ordered[0], ordered[-1]
+    seconds = (hi["ttft_ms"]["p50"] - lo["ttft_ms"]["p50"]) / 1000.0
+    tokens = int(hi["prompt_tokens"]) - int(lo["prompt_tokens"])
+    if seconds <= 0 or tokens <= 0:
+        raise ValueError("the context sweep's longest prompt was not slower than its shortest")
+    matmul_flops_per_token = 2 * (tiny_params() - CONFIG["vocab_size"] * CONFIG["hidden_size"])
+    tpot_s = min(st["tpot_ms"]["p50"] for st in ordered) / 1000.0
+    return tokens * matmul_flops_per_token / (0.5 * seconds), 2 * tiny_params() / (0.6 * tpot_s)
+
+
+def base_profile(scales: tuple[float, float] | None = None) -> dict[str, Any]:
+    """The profile (as YAML data) calibrate starts from: starting efficiencies mid-range, on the
+    nominal scales below or on ``scales`` (peak FLOP/s, bandwidth; :func:`host_scales`)."""
+    flops, bandwidth = scales or (10.0e9, 10.0e9)
     return {
         "description": "tiny random Llama on vLLM's CPU build (tests/real_vllm): nominal CPU scales",
         "gpu": {
             "name": "CPU core (vLLM CPU build)",
-            "peak_bf16_flops_per_s": 10.0e9,
+            "peak_bf16_flops_per_s": flops,
             "peak_fp8_flops_per_s": None,
-            "memory_bandwidth_bytes_per_s": 10.0e9,
+            "memory_bandwidth_bytes_per_s": bandwidth,
             "memory_bytes": 9.0e9,
         },
         "model": {
