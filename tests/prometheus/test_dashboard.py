@@ -11,6 +11,7 @@ from types import SimpleNamespace
 from tests.k8s.manifests import K8S
 from tests.prometheus.conftest import SimUnderPrometheus, get_json
 from tokenload.loadgen.exporter import Exporter
+from tokenload.loadgen.fleet import Fleet
 from tokenload.loadgen.phases import StepTracker
 from tokenload.metrics.aggregate import LLMStats
 
@@ -35,7 +36,7 @@ def _exported(rate: float | None) -> set[str]:
         steps=StepTracker(),
         environment=SimpleNamespace(runner=None),
         run_dir=None,
-        in_flight=0,
+        fleet=Fleet(),
     )
     ctx.steps.begin(0, None if rate else 4, rate, 0.0)
     text = Exporter(ctx, SimpleNamespace(cpu_percent=0.0, loop_lag_s=0.0)).text().decode()

@@ -24,6 +24,7 @@ from tokenload.loadgen.exporter import (
     log_histogram_buckets,
     note_worker,
 )
+from tokenload.loadgen.fleet import Fleet
 from tokenload.loadgen.health import HealthMonitor
 from tokenload.loadgen.phases import StepTracker
 from tokenload.loadgen.plugin import ProcessCache
@@ -83,7 +84,7 @@ def _ctx(runner: Any) -> SimpleNamespace:
         steps=StepTracker(),
         environment=SimpleNamespace(runner=runner),
         run_dir=Path("/r/run-7"),
-        in_flight=0,
+        fleet=Fleet(),
     )
 
 
