@@ -42,10 +42,13 @@ def test_a_slow_tokenize_is_not_in_send_lag_or_ttft(start_sim, tmp_path: Path) -
     slow_step, quick_step = steps["slow"], steps["quick"]
     print({k: (s["send_lag_ms"]["p99"], s["ttft_ms"]["p50"], s["flags"]) for k, s in steps.items()})
     assert "client_bound" not in slow_step["flags"], slow_step["client"]
-    # Under 5 ms; on a contended machine, no more than the run without the delay (the client's own
-    # lag) plus 1 ms. Counting on the request path made it at least the 50 ms round trip.
+    # Counting on the request path put the whole 50 ms round trip in the send lag. The bound is
+    # half the planted delay (the midpoint between "in the path" and "not in it"), plus the run
+    # without the delay's own lag: the p99 of 160 sends on a shared 2-core host moves by a few ms
+    # from run to run (2.4 ms alone, 6.0 ms in one clean-clone CI of 2026-12-03 whose no-delay
+    # run read 3.6 ms), which the old bound (5 ms, or the no-delay run's + 1 ms) did not allow.
     slow_lag, quick_lag = slow_step["send_lag_ms"]["p99"], quick_step["send_lag_ms"]["p99"]
-    assert slow_lag < 5.0 or slow_lag < quick_lag + 1.0, (slow_lag, quick_lag)
+    assert slow_lag < quick_lag + 25.0, (slow_lag, quick_lag)
     assert abs(slow_step["ttft_ms"]["p50"] - quick_step["ttft_ms"]["p50"]) < 3.0
 
 
