@@ -51,7 +51,11 @@ def host_scales(context_steps: list[dict[str, Any]]) -> tuple[float, float]:
         raise ValueError("the context sweep's longest prompt was not slower than its shortest")
     matmul_flops_per_token = 2 * (tiny_params() - CONFIG["vocab_size"] * CONFIG["hidden_size"])
     tpot_s = min(st["tpot_ms"]["p50"] for st in ordered) / 1000.0
-    return tokens * matmul_flops_per_token / (0.5 * seconds), 2 * tiny_params() / (0.6 * tpot_s)
+    eff = base_profile()["efficiency"]
+    return (
+        tokens * matmul_flops_per_token / (eff["prefill_matmul"] * seconds),
+        2 * tiny_params() / (eff["decode_bandwidth"] * tpot_s),
+    )
 
 
 def base_profile(scales: tuple[float, float] | None = None) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from tokenload.analysis.headroom import (
     demand_room,
     growth_models,
     kv_bound,
+    kv_room_requests,
     plateau,
     step_model,
 )
@@ -216,9 +217,9 @@ def _saturation(sig: StepSignals, th: Thresholds) -> tuple[bool | None, list[dic
 
 def _cap_not_cache(sig: StepSignals, th: Thresholds) -> list[dict]:
     """Why a cache full at its peaks is not what holds the batch (headroom.capped_below_kv)."""
-    if not capped_below_kv(sig, th) or not sig.kv_mean or not sig.running_mean:
+    room = kv_room_requests(sig)
+    if room is None or not capped_below_kv(sig, th):
         return []
-    room = (1.0 - sig.kv_mean) / (sig.kv_mean / sig.running_mean)
     return [
         _ev(
             "kv_cache_usage_ratio mean",

@@ -17,6 +17,7 @@ __all__ = [
     "growth_models",
     "kv_bound",
     "kv_full",
+    "kv_room_requests",
     "plateau",
     "queued",
     "step_model",
@@ -41,11 +42,18 @@ def capped_below_kv(sig: StepSignals, th: Thresholds) -> bool:
     """A plateau with running pinned at one count, while the KV cache's mean usage leaves room
     for ``cap_kv_room_requests`` more requests of the running ones' mean size: a cap holds the
     batch, not the cache (whose peaks may still leave no room for one more)."""
-    if not plateau(sig, th) or not sig.running_mean or not sig.kv_mean or sig.running_max is None:
+    room = kv_room_requests(sig)
+    if room is None or not plateau(sig, th) or sig.running_max is None or not sig.running_mean:
         return False
-    per_request = sig.kv_mean / sig.running_mean
-    pinned = sig.running_mean >= th.cap_pinned_share * sig.running_max
-    return pinned and (1.0 - sig.kv_mean) >= th.cap_kv_room_requests * per_request
+    return sig.running_mean >= th.cap_pinned_share * sig.running_max and room >= th.cap_kv_room_requests
+
+
+def kv_room_requests(sig: StepSignals) -> float | None:
+    """How many more requests of the running ones' mean size the KV cache's mean usage leaves
+    room for; None without KV usage or running requests."""
+    if not sig.running_mean or not sig.kv_mean:
+        return None
+    return (1.0 - sig.kv_mean) / (sig.kv_mean / sig.running_mean)
 
 
 def plateau(sig: StepSignals, th: Thresholds) -> bool:
