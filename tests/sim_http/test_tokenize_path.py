@@ -41,7 +41,9 @@ def test_a_slow_tokenize_is_not_in_send_lag_or_ttft(start_sim, tmp_path: Path) -
         steps[name] = _step(run_dir)
     slow_step, quick_step = steps["slow"], steps["quick"]
     print({k: (s["send_lag_ms"]["p99"], s["ttft_ms"]["p50"], s["flags"]) for k, s in steps.items()})
-    assert "client_bound" not in slow_step["flags"], slow_step["client"]
+    # Whether a step is flagged client_bound is the host's to say (one clean-clone CI of
+    # 2026-12-03 flagged both runs, with and without the delay, on a busy 2-core machine), so the
+    # flag is not asserted here; what the fix changed is the send lag, which is.
     # Counting on the request path put the whole 50 ms round trip in the send lag. The bound is
     # half the planted delay (the midpoint between "in the path" and "not in it"), plus the run
     # without the delay's own lag: the p99 of 160 sends on a shared 2-core host moves by a few ms
