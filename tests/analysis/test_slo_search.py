@@ -167,7 +167,7 @@ def test_most_searches_land_within_their_resolution_of_the_truth() -> None:
 
 
 def test_indeterminate_probes_are_repeated_then_decided_on_their_point_estimates() -> None:
-    plan = SearchPlan(start=2.0, repeats=1)
+    plan = SearchPlan(start=2.0, factor=2.0, max_rate=1000.0, resolution=0.1, repeats=1)
     climb = [Probe(0, 2.0, 10.0, "pass", screen=True), Probe(1, 8.0, 10.0, "fail", screen=True)]
     p0 = Probe(2, 4.0, 10.0, "indeterminate", meets=True)
     assert next_probe([*climb, p0], plan) == (4.0, 1, False)
@@ -183,7 +183,7 @@ def test_indeterminate_probes_are_repeated_then_decided_on_their_point_estimates
 
 def test_by_default_an_indeterminate_probe_is_decided_on_its_point_estimates_at_once() -> None:
     """--slo-repeats 0 (the default): no repeat; the probe stays reported indeterminate."""
-    plan = SearchPlan(start=2.0)
+    plan = SearchPlan(start=2.0, factor=2.0, max_rate=1000.0, resolution=0.1, repeats=0)
     climb = [Probe(0, 2.0, 10.0, "pass", screen=True), Probe(1, 8.0, 10.0, "fail", screen=True)]
     probe = Probe(2, 4.0, 10.0, "indeterminate", meets=True)
     assert next_probe([*climb, probe], plan) == (5.657, 0, False)  # 4 counts as passing
@@ -220,7 +220,7 @@ def test_climbing_probes_are_screens_and_the_answer_is_confirmed_in_full() -> No
 
 
 def test_the_search_ends_when_nothing_passes_or_everything_does() -> None:
-    plan = SearchPlan(start=8.0, factor=2.0, max_rate=16.0)
+    plan = SearchPlan(start=8.0, factor=2.0, max_rate=16.0, resolution=0.1, repeats=0)
     fails = [Probe(i, 8.0 / 2**i, 10.0, "fail") for i in range(4)]
     assert next_probe(fails, plan) == "fails_at_lowest"
     assert search_result(fails, "fails_at_lowest", SLO, None)["slo_capacity_rps"] is None
@@ -270,7 +270,7 @@ def test_requests_that_move_together_get_a_wider_interval_that_holds() -> None:
 def test_a_screen_whose_interval_lies_across_the_limit_is_probed_in_full_at_once() -> None:
     """Near the limit a screen's point estimate is no reason to climb: its rate is probed in full
     next. A screen indeterminate only for want of requests (a side unbounded) is climbed past."""
-    plan = SearchPlan(start=2.0, factor=2.0, max_rate=64.0, resolution=0.1)
+    plan = SearchPlan(start=2.0, factor=2.0, max_rate=64.0, resolution=0.1, repeats=0)
     few = ItemCheck("ttft_p95_ms", 300.0, 120.0, (80.0, None), "indeterminate")
     assert next_probe([Probe(0, 2.0, 8.0, "indeterminate", True, [few], screen=True)], plan) == (4.0, 0, True)
     near = ItemCheck("ttft_p95_ms", 300.0, 280.0, (240.0, 330.0), "indeterminate")

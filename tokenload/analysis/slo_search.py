@@ -267,13 +267,14 @@ class Probe:
 @dataclass(frozen=True, slots=True)
 class SearchPlan:
     """The search's settings (``--slo-start``, ``--slo-factor``, ``--slo-max``,
-    ``--slo-resolution``, ``--slo-repeats``)."""
+    ``--slo-resolution``, ``--slo-repeats``). No defaults here: the option table
+    (tokenload.loadgen.option_table) is the one place that declares them."""
 
     start: float
-    factor: float = 2.0
-    max_rate: float = 1000.0
-    resolution: float = 0.1
-    repeats: int = 0
+    factor: float
+    max_rate: float
+    resolution: float
+    repeats: int
 
     def __post_init__(self) -> None:
         if not (self.start > 0 and self.factor > 1 and self.max_rate >= self.start):
