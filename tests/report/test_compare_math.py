@@ -187,6 +187,27 @@ def test_run_to_run_noise_comes_from_repeated_runs() -> None:
     assert "ttft_ms p50" in regressions(compare_runs(a, ra, b, rb, baselines=repeats))
 
 
+def test_rates_are_judged_against_the_baseline_runs_too() -> None:
+    # A closed loop's rhythm moves its throughput between identical runs as it moves latencies.
+    # B's rate 15 % under A's (TPOT 7.0 -> 8.3 ms on a 30 ms TTFT, 64 tokens): a regression
+    # from one pair; not once repeats of A's configuration spread that wide (TPOT 7.2-8.6 ms);
+    # still one when B falls beyond their prediction interval (four runs at 99 %: wide; TPOT
+    # 20 ms, -65 %, is beyond it).
+    def rate(c) -> object:
+        return next(m for m in c.steps[0].changes if m.metric == "requests_per_s")
+
+    a, ra = make_run(1, 400, tpot=7.0)
+    b, rb = make_run(2, 400, tpot=8.3)
+    one_pair = rate(compare_runs(a, ra, b, rb))
+    assert one_pair.change < -0.1 and one_pair.regression and one_pair.run_to_run is None
+    repeats = [make_run(s, 400, tpot=t)[0] for s, t in ((3, 8.0), (4, 7.2), (5, 8.6))]
+    judged = rate(compare_runs(a, ra, b, rb, baselines=repeats))
+    assert judged.run_to_run is not None and judged.run_to_run[0] < judged.b < judged.run_to_run[1]
+    assert not judged.regression
+    slow, rslow = make_run(2, 400, tpot=20.0)
+    assert "requests_per_s" in regressions(compare_runs(a, ra, slow, rslow, baselines=repeats))
+
+
 def _lognormal_run(seed: int, n: int, median: float, cv: float, drift: float = 0.0):
     """A one-step run of n requests whose TTFT, TPOT and E2E are lognormal with the given CV (TPOT
     and E2E independent of the planted TTFT change); ``drift`` moves the TTFT median linearly

@@ -29,12 +29,14 @@ A latency percentile is a **regression** when all of these hold:
 
 A rate is a **regression** when it is lower in B by more than the tolerance, its counting
 interval (noise.rate_interval: completions as a closed-loop renewal count, or Poisson for rate
-steps) lies entirely below zero, and neither run was ``client_bound`` at the step: a load
+steps) lies entirely below zero, B lies below the baseline runs' prediction interval when
+``--baseline-runs`` are given (rule 3: a closed loop's rhythm moves its throughput from run to
+run as much as its latencies), and neither run was ``client_bound`` at the step: a load
 generator that cannot keep up sets a closed loop's pace itself (it cost one run 22 % of its
 throughput at 1 user on a busy 2-core machine), so such a step's rates are not judged.
 
 Steps are matched by load and workload (a context sweep's prompt length), so each step is
-compared with its own counterpart. **Beyond noise** means 2-4 (latencies) or the interval
+compared with its own counterpart. **Beyond noise** means 2-4 (latencies) or the interval and 3
 (rates), whichever the direction. Both
 halves are needed: identical configurations differ by a few percent for real (beyond noise,
 within tolerance), and small or correlated samples differ by a lot by chance.
@@ -260,18 +262,25 @@ def _rate_change(
     samples: tuple[int, int],
     client_bound: str | None,
     tolerance: float,
+    run_to_run: tuple[float, float] | None = None,
 ) -> MetricChange:
     change = _change(a, b)
     not_judged = client_bound or (None if interval is not None else "no completions")
+    outside_runs = True
+    if run_to_run is not None and b is not None:
+        outside_runs = b < run_to_run[0] if (change or 0) < 0 else b > run_to_run[1]
     beyond = bool(
         change
         and not not_judged
         and interval is not None
         and ((change > 0 and interval[0] > 0) or (change < 0 and interval[1] < 0))
+        and outside_runs
     )
     worse = bool(change and change < 0)
     regression = bool(worse and beyond and change is not None and -change > tolerance)
-    return MetricChange(name, a, b, change, interval, None, samples, beyond, worse, regression, not_judged)
+    return MetricChange(
+        name, a, b, change, interval, None, samples, beyond, worse, regression, not_judged, run_to_run
+    )
 
 
 def compare_runs(
@@ -342,8 +351,18 @@ def compare_runs(
             interval = None
             if ra is not None and rb is not None:
                 interval = rate_interval(ra, na, var_a, rb, nb, var_b, confidence)
+            runs = [v for st in [sa, *repeats] if (v := _value(st, metric, None)) is not None]
             changes.append(
-                _rate_change(metric, ra, rb, interval, (round(na), round(nb)), client_bound, tolerance)
+                _rate_change(
+                    metric,
+                    ra,
+                    rb,
+                    interval,
+                    (round(na), round(nb)),
+                    client_bound,
+                    tolerance,
+                    run_to_run_bound(runs, confidence) if repeats else None,
+                )
             )
         notes = [
             f"{run} was client_bound here: its latencies include the load generator's own delays"
