@@ -25,6 +25,8 @@ PURE = [
     "tokenload.loadgen.fleet",
     "tokenload.loadgen.phases",
     "tokenload.loadgen.steps",
+    "tokenload.loadgen.step_plan",
+    "tokenload.web.live_source",
     "tokenload.report.capacity",
     "tokenload.report.charts",
     "tokenload.report.compare_math",

@@ -15,6 +15,7 @@ import pytest
 from flask import Flask
 
 from tokenload.loadgen.phases import StepTracker
+from tokenload.loadgen.step_plan import StepPlan
 from tokenload.loadgen.steps import Step
 from tokenload.metrics.aggregate import LLMStats
 from tokenload.metrics.histogram import LogHistogram
@@ -53,10 +54,13 @@ class _Ctx:
     def __init__(self, state: str = "running") -> None:
         self.stats = LLMStats()
         self.steps = StepTracker()
-        self.planned_steps: list[Step] = []
+        self.plan = StepPlan()
         self.scraper: _Scraper | None = _Scraper()
         self.start_time: float | None = 1000.0
         self.model = "m"
+        self.finished = False
+        self.results_written_at: float | None = None
+        self.run_dir = None
         self.runner = SimpleNamespace(state=state, user_count=4)
         self.environment = SimpleNamespace(runner=self.runner, host="http://user:hunter2@127.0.0.1:9")
 
@@ -211,7 +215,7 @@ def _step_ctx(tmp_path: Path) -> _Ctx:
     ctx.config = SimpleNamespace(gpu_peaks=None, public_dict=lambda: {})
     ctx.run_dir = tmp_path
     ctx.end_time = None
-    ctx.planned_steps = [Step(0, 2, 10.0, 2.0), Step(1, 4, 10.0, 2.0)]
+    ctx.plan.planned = [Step(0, 2, 10.0, 2.0), Step(1, 4, 10.0, 2.0)]
     return ctx
 
 

@@ -23,6 +23,7 @@ from tokenload.loadgen.option_table import option_value
 from tokenload.loadgen.options import RunConfig, run_config
 from tokenload.loadgen.pacing import Pacer
 from tokenload.loadgen.phases import StepTracker
+from tokenload.loadgen.step_plan import StepPlan
 from tokenload.loadgen.steps import Step
 from tokenload.metrics.aggregate import LLMStats
 from tokenload.metrics.definitions import FORMULAS
@@ -83,20 +84,15 @@ class RunContext:
         #: With --prometheus-url: the server's figures come from Prometheus, nothing is scraped.
         self.prometheus: PrometheusSource | None = None
         self.steps = StepTracker()
-        self.planned_steps: list[Step] = []
         #: Open loop: hands users their arrivals (every process); the current rate step's
         #: schedule as announced (master or local runner), None in closed-loop steps.
         self.pacer = Pacer()
         self.pacer.trace_times = self._trace_times
-        #: The trace's own statistics (a trace step; workload/trace.py), for summary.json.
-        self.trace_summary: dict[str, Any] | None = None
         #: --drain: closed between steps, so no user starts a request (every process).
         self.gate = Gate()
-        self.rate_schedule: dict[str, Any] | None = None
-        #: Workload options of the coming or current step (its prompt length), on every process.
-        self.step_overrides: dict[str, str] = {}
-        #: What a shape found beyond its steps (the knee search's probes), for summary.json.
-        self.shape_result: dict[str, Any] | None = None
+        #: What the shape decided: its steps, the current step's workload options and arrival
+        #: schedule, what it found beyond its steps (loadgen/step_plan.py).
+        self.plan = StepPlan()
         self.health: HealthMonitor | None = None
         #: Requests in flight here and on each worker, the workers seen, lost and awaited.
         self.fleet = Fleet()
@@ -152,7 +148,7 @@ class RunContext:
         """In a rate step: a worker lost or joined re-splits the schedule over the live ones."""
         runner = self.environment.runner
         if (
-            self.rate_schedule is not None
+            self.plan.rate_schedule is not None
             and isinstance(runner, MasterRunner)
             and transport.live_workers(runner) != self.fleet.announced_workers
         ):
@@ -180,8 +176,8 @@ class RunContext:
 
     def prepare_step(self, step: Step) -> None:
         """Before a step's users ramp: announce the workload options it sets, if they change."""
-        if step.overrides() != self.step_overrides:
-            self.step_overrides = step.overrides()
+        if step.overrides() != self.plan.overrides:
+            self.plan.overrides = step.overrides()
             self._announce()
 
     def begin_step(self, step: Step, now: float) -> None:
@@ -195,7 +191,7 @@ class RunContext:
             from tokenload.loadgen.arrivals import parse_arrival
 
             spec = parse_arrival(option_value(opts, "arrival")) if step.arrival is None else None
-            self.rate_schedule = {
+            self.plan.rate_schedule = {
                 "rps": step.rate_rps,
                 "arrival": spec.kind if spec is not None else step.arrival,
                 "burstiness": spec.burstiness if spec is not None else 1.0,
@@ -204,7 +200,7 @@ class RunContext:
                 "t0": now + 0.05,
             }
             if step.trace_rows is not None:  # a window of the trace (--trace-steps)
-                self.rate_schedule["rows"] = list(step.trace_rows)
+                self.plan.rate_schedule["rows"] = list(step.trace_rows)
             log.info(
                 "tokenload: step %d: %g requests/s (%s), %d users, warming up %.0f s",
                 step.index,
@@ -214,7 +210,7 @@ class RunContext:
                 step.warmup_s,
             )
         else:
-            self.rate_schedule = None
+            self.plan.rate_schedule = None
             log.info(
                 "tokenload: step %d: %d users reached, warming up %.0f s",
                 step.index,
@@ -252,7 +248,7 @@ class RunContext:
         """The step has ended; with ``drain`` (--drain) no user starts a request until the next
         step's clock starts."""
         self.steps.end(step.index, now)
-        self.rate_schedule = None
+        self.plan.rate_schedule = None
         if drain:
             self.gate.set_closed(True)
         self._announce()
@@ -351,8 +347,8 @@ class RunContext:
             ended_at=self.end_time,
             config=self.config.public_dict(),
             workers=sorted(self.fleet.workers_seen),
-            search=self.shape_result,
-            trace=self.trace_summary,
+            search=self.plan.search,
+            trace=self.plan.trace,
             scrape_failures=self.scraper.failures if self.scraper is not None else None,
             scrape_targets=self.scraper.targets_summary() if self.scraper is not None else None,
         )

@@ -257,7 +257,7 @@ class StepShape(LoadTestShape):
         result = self.result()
         if self.stop_reason:
             result["stop_reason"] = self.stop_reason
-        self.ctx.shape_result = result
+        self.ctx.plan.search = result
 
     def result(self) -> dict[str, Any]:
         """Shape-specific findings for summary.json's ``search``."""
@@ -288,7 +288,7 @@ class _PlannedShape(StepShape):
     def planned(self) -> list[Step]:
         if self._plan is None:
             self._plan = self.make_plan()
-            self.ctx.planned_steps = self._plan
+            self.ctx.plan.planned = self._plan
         return self._plan
 
     def next_step(self, index: int, steps: list[dict[str, Any]]) -> Step | None:

@@ -132,7 +132,7 @@ class TraceShape(StepShape):
             stats = trace_stats(trace)
             if self._windows:
                 stats["windows"] = [w.to_dict() for w in self._windows]
-            self.ctx.trace_summary = stats
+            self.ctx.plan.trace = stats
         return self._windows
 
     def next_step(self, index: int, steps: list[dict[str, Any]]) -> Step | None:

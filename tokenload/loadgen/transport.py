@@ -85,11 +85,11 @@ def announce(ctx: RunContext) -> None:
         "step": ctx.steps.step,
         "phase": ctx.steps.phase,
         "rate": None,
-        "overrides": ctx.step_overrides,
+        "overrides": ctx.plan.overrides,
         "hold": ctx.gate.closed,
         "hold_spread_s": ctx.gate.spread_s,
     }
-    rate = ctx.rate_schedule
+    rate = ctx.plan.rate_schedule
     if rate is not None:
         # How long the schedule has run on this (the master's) clock when it is sent: a worker
         # anchors it to its own clock on receipt, so a worker whose wall clock is skewed from
@@ -125,7 +125,7 @@ def listen_as_worker(runner: WorkerRunner, ctx: RunContext) -> None:
     def on_phase(msg: Any, **_: Any) -> None:
         data: PhaseAnnouncement = msg.data
         ctx.steps.apply(data["step"], data["phase"])
-        ctx.step_overrides = data.get("overrides") or {}
+        ctx.plan.overrides = data.get("overrides") or {}
         ctx.pacer.apply(data.get("rate"), data["step"])
         ctx.gate.set_closed(bool(data.get("hold")), float(data.get("hold_spread_s") or 0.0))
 

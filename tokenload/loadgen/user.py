@@ -107,7 +107,7 @@ class LLMUser(User):
             self.host,
             self.cfg.api_key,
             model,
-            self.ctx.step_overrides.get("prompt_tokens"),
+            self.ctx.plan.overrides.get("prompt_tokens"),
         )
         return self._body(planner.next(), model)
 
@@ -163,7 +163,7 @@ class LLMUser(User):
         self.generate()
 
     def _prompt_override(self) -> str | None:
-        return self.ctx.step_overrides.get("prompt_tokens")
+        return self.ctx.plan.overrides.get("prompt_tokens")
 
     def _prepare(self) -> None:
         """Make the next request now (its prompt counted, if lengths are exact). A count that

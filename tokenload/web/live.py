@@ -41,7 +41,7 @@ from tokenload.metrics.histogram import LogHistogram
 from tokenload.web.run_files import run_files
 
 if TYPE_CHECKING:
-    from tokenload.loadgen.plugin import RunContext
+    from tokenload.web.live_source import LiveSource
 
 __all__ = ["CLIENT_FIELDS", "SERVER_FIELDS", "LiveSeries"]
 
@@ -168,11 +168,11 @@ class _Ring:
 
 
 class LiveSeries(GreenletTask):
-    """Samples a :class:`~tokenload.loadgen.plugin.RunContext` every ``interval_s`` seconds."""
+    """Samples a run (:class:`LiveSource`: the run's context) every ``interval_s`` seconds."""
 
     def __init__(
         self,
-        ctx: RunContext,
+        ctx: LiveSource,
         *,
         interval_s: float = 1.0,
         window_s: float | None = None,
@@ -199,7 +199,7 @@ class LiveSeries(GreenletTask):
 
     # -- the sampling greenlet ----------------------------------------------------------------
     def _run(self) -> None:
-        while not getattr(self.ctx, "finished", False):
+        while not self.ctx.finished:
             gevent.sleep(self.interval_s)
             try:
                 self.tick(time.time())
@@ -259,7 +259,7 @@ class LiveSeries(GreenletTask):
 
     # -- the server's side ---------------------------------------------------------------------
     def sample_server(self) -> None:
-        scraper = getattr(self.ctx, "scraper", None)
+        scraper = self.ctx.scraper
         if scraper is None:
             return
         points = scraper.points
@@ -325,7 +325,7 @@ class LiveSeries(GreenletTask):
         runner = self._runner()
         tracker = ctx.steps
         total = ctx.stats.total
-        planned = list(getattr(ctx, "planned_steps", []) or [])
+        planned = list(ctx.plan.planned)
         current = tracker.windows[-1] if tracker.windows else None
         step: dict[str, Any] | None = None
         if current is not None or planned:
@@ -357,13 +357,13 @@ class LiveSeries(GreenletTask):
                 "duration_s": plan.duration_s if plan is not None else None,
                 "warmup_s": plan.warmup_s if plan is not None else None,
             }
-        scraper = getattr(ctx, "scraper", None)
+        scraper = ctx.scraper
         return {
             "state": getattr(runner, "state", None),
             "users": getattr(runner, "user_count", None),
             "workers": getattr(runner, "worker_count", None) if self._distributed() else None,
             "host": getattr(ctx.environment, "host", None),
-            "model": getattr(ctx, "model", None),
+            "model": ctx.model,
             "start_time": ctx.start_time,
             "elapsed_s": _r(ctx.elapsed_s(), 1) if ctx.start_time else None,
             "requests_ok": total.ok,
@@ -377,8 +377,8 @@ class LiveSeries(GreenletTask):
             ),
             "step": step,
             # The run directory's results for download (/tokenload/files/NAME), as of the last stop.
-            "files": run_files(getattr(ctx, "run_dir", None)),
-            "results_written_at": getattr(ctx, "results_written_at", None),
+            "files": run_files(ctx.run_dir),
+            "results_written_at": ctx.results_written_at,
         }
 
     def steps(self, now: float) -> list[dict[str, Any]]:
@@ -467,7 +467,7 @@ class LiveSeries(GreenletTask):
             "interval_s": self.interval_s,
             "window_s": self.window_s,
             "client": self.client.since(client_since),
-            "server": self.server.since(server_since) if getattr(self.ctx, "scraper", None) else None,
+            "server": self.server.since(server_since) if self.ctx.scraper else None,
             "status": self.status(now),
             "steps": steps,
             "verdict_error": self._verdict_error,
