@@ -56,7 +56,8 @@ def test_master_and_two_workers(start_mock, tmp_path: Path) -> None:
     # No load shape: the 6 users, once spawned, are one step, judged and reported as a sweep's.
     s = json.loads((run_dir / "summary.json").read_text())
     [step] = s["steps"]
-    assert step["concurrency"] == 6 and step["verdict"]["bottleneck"] in ("none", "unknown")
+    # "client": the step was flagged client_bound, which the host decides (a busy CI machine).
+    assert step["concurrency"] == 6 and step["verdict"]["bottleneck"] in ("none", "unknown", "client")
     measured = [r for r in records if r["step"] == 0 and r["phase"] == "measure" and r["status"] == "ok"]
     assert step["requests"]["ok"] == len(measured) > 10
     for name in ("report.md", "report.html", "requests.parquet", "server_metrics.parquet", "steps.csv"):
@@ -87,7 +88,8 @@ def test_a_plain_locust_run_gets_steps_and_reports(tmp_path: Path) -> None:
     s = json.loads((run_dir / "summary.json").read_text())
     [step] = s["steps"]
     assert step["concurrency"] == 4 and step["requests"]["ok"] > 20
-    assert step["server"] is not None and step["verdict"]["bottleneck"] == "none"
+    # "client": the step was flagged client_bound, which the host decides (a busy CI machine).
+    assert step["server"] is not None and step["verdict"]["bottleneck"] in ("none", "client")
     md = (run_dir / "report.md").read_text()
     assert "## Steps" in md and "4 users" in md
     assert (run_dir / "report.html").exists() and (run_dir / "requests.parquet").exists()

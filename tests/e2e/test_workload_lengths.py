@@ -120,4 +120,5 @@ def test_the_context_sweep_gives_each_step_its_exact_prompt_length(sim_url: str,
     assert all(r["input_tokens"] == r["requested_input_tokens"] for r in records)
     # Longer prompts, longer prefills: TTFT grows with the prompt; the steps are separate series.
     assert steps[1]["ttft_ms"]["p50"] > steps[0]["ttft_ms"]["p50"]
-    assert all(s["verdict"]["bottleneck"] == "none" for s in steps)
+    # "client": a step flagged client_bound, which the host decides (a busy CI machine).
+    assert all(s["verdict"]["bottleneck"] in ("none", "client") for s in steps)
