@@ -7,6 +7,7 @@ summary.json, the flagged step and report.md say so."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -30,6 +31,14 @@ def _wait_for(check: Callable[[], bool], timeout_s: float) -> None:
         time.sleep(0.2)
 
 
+def _replace(listing: Path, text: str) -> None:
+    """Rewrite the listing in one step, as a tool that keeps it should: a read between
+    write_text's truncation and its write would see no replicas at all."""
+    tmp = listing.with_suffix(".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, listing)
+
+
 def test_a_replica_that_appears_or_vanishes_mid_run_is_scraped_and_marked(tmp_path: Path) -> None:
     with (
         ServerProcess(["-m", "tokenload.sim", "--port", "0"], log_path=tmp_path / "a.log") as a,
@@ -49,10 +58,10 @@ def test_a_replica_that_appears_or_vanishes_mid_run_is_scraped_and_marked(tmp_pa
             scrapes = out / "server_metrics.jsonl"
             _wait_for(lambda: any(p.get("ok") for p in _scrapes(scrapes)), 90)
             time.sleep(4)
-            listing.write_text(f"{url_a}\n{url_b}\n")  # a replica appears
+            _replace(listing, f"{url_a}\n{url_b}\n")  # a replica appears
             _wait_for(lambda: any(p.get("target") == url_b and p.get("ok") for p in _scrapes(scrapes)), 30)
             time.sleep(4)
-            listing.write_text(f"{url_b}\n")  # the first one leaves
+            _replace(listing, f"{url_b}\n")  # the first one leaves
             output, _ = proc.communicate(timeout=180)
         finally:
             if proc.poll() is None:
