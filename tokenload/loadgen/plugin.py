@@ -84,8 +84,7 @@ class RunContext:
         #: With --prometheus-url: the server's figures come from Prometheus, nothing is scraped.
         self.prometheus: PrometheusSource | None = None
         self.steps = StepTracker()
-        #: Open loop: hands users their arrivals (every process); the current rate step's
-        #: schedule as announced (master or local runner), None in closed-loop steps.
+        #: Open loop: hands users their arrivals (every process).
         self.pacer = Pacer()
         self.pacer.trace_times = self._trace_times
         #: --drain: closed between steps, so no user starts a request (every process).

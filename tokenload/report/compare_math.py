@@ -36,8 +36,8 @@ generator that cannot keep up sets a closed loop's pace itself (it cost one run 
 throughput at 1 user on a busy 2-core machine), so such a step's rates are not judged.
 
 Steps are matched by load and workload (a context sweep's prompt length), so each step is
-compared with its own counterpart. **Beyond noise** means 2-4 (latencies) or the interval and 3
-(rates), whichever the direction. Both
+compared with its own counterpart. **Beyond noise** means 2-4 (latencies), or the counting
+interval and rule 3 (rates), whichever the direction. Both
 halves are needed: identical configurations differ by a few percent for real (beyond noise,
 within tolerance), and small or correlated samples differ by a lot by chance.
 """
