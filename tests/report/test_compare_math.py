@@ -192,7 +192,7 @@ def test_rates_are_judged_against_the_baseline_runs_too() -> None:
     # B's rate 15 % under A's (TPOT 7.0 -> 8.3 ms on a 30 ms TTFT, 64 tokens): a regression
     # from one pair; not once repeats of A's configuration spread that wide (TPOT 7.2-8.6 ms);
     # still one when B falls beyond their prediction interval (four runs at 99 %: wide; TPOT
-    # 20 ms, -65 %, is beyond it).
+    # 20 ms, -64 %, is beyond it).
     def rate(c) -> object:
         return next(m for m in c.steps[0].changes if m.metric == "requests_per_s")
 
