@@ -219,6 +219,23 @@ def _widen(
     return math.expm1(c - (c - lo) * k), math.expm1(c + (hi - c) * k)
 
 
+def _beyond(
+    change: float | None,
+    interval: tuple[float, float] | None,
+    b: float | None,
+    run_to_run: tuple[float, float] | None,
+) -> bool:
+    """A change is beyond noise when its interval excludes zero and, given baseline runs, B lies
+    outside their prediction interval on the side the change went."""
+    if not change or interval is None:
+        return False
+    if not ((change > 0 and interval[0] > 0) or (change < 0 and interval[1] < 0)):
+        return False
+    if run_to_run is None or b is None:
+        return True
+    return b > run_to_run[1] if change > 0 else b < run_to_run[0]
+
+
 def _latency_change(
     name: str,
     metric: str,
@@ -236,16 +253,7 @@ def _latency_change(
     if interval is None:
         not_judged = "too few samples"
     diff = abs((b or 0.0) - (a or 0.0))
-    outside_runs = True
-    if run_to_run is not None and b is not None:
-        outside_runs = b > run_to_run[1] if (change or 0) > 0 else b < run_to_run[0]
-    beyond = bool(
-        change
-        and interval is not None
-        and ((change > 0 and interval[0] > 0) or (change < 0 and interval[1] < 0))
-        and outside_runs
-        and diff > JITTER_MS.get(metric, 0.0)
-    )
+    beyond = _beyond(change, interval, b, run_to_run) and diff > JITTER_MS.get(metric, 0.0)
     worse = bool(change and change > 0)
     regression = bool(worse and beyond and change is not None and change > tolerance)
     return MetricChange(
@@ -266,16 +274,7 @@ def _rate_change(
 ) -> MetricChange:
     change = _change(a, b)
     not_judged = client_bound or (None if interval is not None else "no completions")
-    outside_runs = True
-    if run_to_run is not None and b is not None:
-        outside_runs = b < run_to_run[0] if (change or 0) < 0 else b > run_to_run[1]
-    beyond = bool(
-        change
-        and not not_judged
-        and interval is not None
-        and ((change > 0 and interval[0] > 0) or (change < 0 and interval[1] < 0))
-        and outside_runs
-    )
+    beyond = not not_judged and _beyond(change, interval, b, run_to_run)
     worse = bool(change and change < 0)
     regression = bool(worse and beyond and change is not None and -change > tolerance)
     return MetricChange(
