@@ -42,10 +42,11 @@ def capped_below_kv(sig: StepSignals, th: Thresholds) -> bool:
     """A plateau with running pinned at one count, while the KV cache's mean usage leaves room
     for ``cap_kv_room_requests`` more requests of the running ones' mean size: a cap holds the
     batch, not the cache (whose peaks may still leave no room for one more)."""
-    room = kv_room_requests(sig)
-    if room is None or not plateau(sig, th) or sig.running_max is None or not sig.running_mean:
+    room = kv_room_requests(sig)  # None unless running_mean is set
+    if room is None or not plateau(sig, th) or sig.running_max is None:
         return False
-    return sig.running_mean >= th.cap_pinned_share * sig.running_max and room >= th.cap_kv_room_requests
+    mean = sig.running_mean or 0.0
+    return mean >= th.cap_pinned_share * sig.running_max and room >= th.cap_kv_room_requests
 
 
 def kv_room_requests(sig: StepSignals) -> float | None:
