@@ -162,7 +162,8 @@ def main() -> None:
         runs = {k: [args.runs / name for name in v] for k, v in runs.items()}
         with tempfile.TemporaryDirectory(prefix="twin-vllm-") as tmp_name:
             results = [twin(runs, Path(tmp_name), frontend, args.step_duration) for frontend in (True, False)]
-        print(json.dumps({"bench": "twin_vllm", "runs": str(args.runs), "results": results}, indent=2))
+        out = {"bench": "twin_vllm", "runs": str(args.runs), "wall_s": round(time.monotonic() - t0)}
+        print(json.dumps({**out, "results": results}, indent=2))
         return
     python = vllm_python()
     if python is None:
