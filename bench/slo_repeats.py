@@ -3,9 +3,10 @@
 highest SLO-meeting rate, and the modelled load time (each probe's planned duration plus 3 s
 between probes), over many seeds. Prints JSON.
 
-The model is tests/analysis/test_slo_search.py's: TTFTs lognormal (sigma 0.6, CV ~0.66) around a
-median that blows up as the rate nears a 40 req/s server (M/M/1-like), an SLO of ttft_p95_ms=300
-(true answer 22.1 req/s), probes judged by the search's own code. It has no warm-up, drain or
+The model is tests/analysis/slo_model.py's, the one tests/analysis/test_slo_search.py uses: TTFTs
+lognormal (sigma 0.6, CV ~0.66) around a median that blows up as the rate nears a 40 req/s server
+(M/M/1-like), an SLO of ttft_p95_ms=300 (true answer 22.1 req/s), probes judged by the search's
+own code. It has no warm-up, drain or
 request lifetimes, so its times are shorter than a real run's; the ratios between settings are
 what it shows. The real side by side is bench/slo_search.py.
 
@@ -23,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.analysis.test_slo_search import CAPACITY, TRUE_RATE, _run  # noqa: E402
+from tests.analysis.slo_model import CAPACITY, TRUE_RATE, simulate_search  # noqa: E402
 from tokenload.analysis.slo_search import SearchPlan  # noqa: E402
 
 #: Seconds between probes in the model (a real run's settle, drain and ramp are 3-5 s a probe).
@@ -39,7 +40,7 @@ def main() -> None:
         plan = SearchPlan(start=2.0, factor=2.0, max_rate=256.0, resolution=0.1, repeats=repeats)
         times, ratios = [], []
         for seed in range(args.seeds):
-            result, probes = _run(seed, CAPACITY, plan)
+            result, probes = simulate_search(seed, CAPACITY, plan)
             times.append(sum(p.duration_s + GAP_S for p in probes))
             ratios.append(result["slo_capacity_rps"] / TRUE_RATE)
         rows[repeats] = {

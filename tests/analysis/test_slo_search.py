@@ -18,23 +18,10 @@ from tokenload.analysis.slo_search import (
     next_probe,
     search_result,
 )
-from tokenload.metrics.histogram import LogHistogram
-from tokenload.metrics.intervals import quantile_interval, share_interval
+from tokenload.metrics.intervals import share_interval
 from tokenload.report.capacity import Share, parse_slo
 
-SLO = parse_slo("ttft_p95_ms=300")
-
-
-def _step(values: list[float], failed: int = 0, field: str = "ttft_ms", q: float = 0.95) -> dict:
-    h = LogHistogram()
-    for v in values:
-        h.add(v)
-    name = f"p{round(q * 100)}"
-    return {
-        field: {name: h.quantile(q)},
-        "ci95": {field: {name: quantile_interval(h, q)}},
-        "requests": {"ok": len(values), "failed": failed},
-    }
+from .slo_model import CAPACITY, SLO, TRUE_RATE, simulate_search, step_of
 
 
 def test_wilson_interval_matches_its_textbook_value() -> None:
@@ -59,7 +46,7 @@ def test_a_probe_whose_interval_straddles_the_limit_is_indeterminate() -> None:
     rng = random.Random(3)
     # Median 200 ms, sigma 0.25: the true p95 is 301 ms, at the 300 ms limit.
     values = [200 * math.exp(rng.gauss(0, 0.25)) for _ in range(150)]
-    outcome, _, checks = judge_probe(_step(values), SLO, None, None, 0.5)
+    outcome, _, checks = judge_probe(step_of(values), SLO, None, None, 0.5)
     assert outcome == "indeterminate", checks
     lo, hi = checks[0].interval
     assert lo is not None and hi is not None and lo <= 300 < hi
@@ -69,60 +56,29 @@ def test_a_clear_pass_and_a_clear_fail() -> None:
     rng = random.Random(4)
     fast = [80 * math.exp(rng.gauss(0, 0.5)) for _ in range(200)]  # true p95 182 ms
     slow = [400 * math.exp(rng.gauss(0, 0.5)) for _ in range(200)]  # true p95 910 ms
-    assert judge_probe(_step(fast), SLO, None, None, 0.5)[0] == "pass"
-    assert judge_probe(_step(slow), SLO, None, None, 0.5)[0] == "fail"
+    assert judge_probe(step_of(fast), SLO, None, None, 0.5)[0] == "pass"
+    assert judge_probe(step_of(slow), SLO, None, None, 0.5)[0] == "fail"
 
 
 def test_too_few_requests_for_the_percentile_never_pass() -> None:
     # 40 requests cannot bound a p95 from above: fast as they are, the probe is indeterminate.
     values = [10.0 + i * 0.1 for i in range(40)]
-    assert judge_probe(_step(values), SLO, None, None, 0.5)[0] == "indeterminate"
+    assert judge_probe(step_of(values), SLO, None, None, 0.5)[0] == "indeterminate"
 
 
 def test_attainment_is_judged_on_its_interval_and_failed_requests_fail_the_probe() -> None:
     rng = random.Random(5)
     fast = [80 * math.exp(rng.gauss(0, 0.5)) for _ in range(400)]
-    step = _step(fast)
+    step = step_of(fast)
     # 396 of 400 good: Wilson lower bound 0.975 >= 0.95: pass; against 0.99 it straddles.
     assert judge_probe(step, SLO, 0.95, Share(400, 396, 0, 0), 0.5)[0] == "pass"
     assert judge_probe(step, SLO, 0.99, Share(400, 396, 0, 0), 0.5)[0] == "indeterminate"
     assert judge_probe(step, SLO, 0.99, Share(400, 360, 0, 0), 0.5)[0] == "fail"
-    errors = _step(fast, failed=500)
+    errors = step_of(fast, failed=500)
     outcome, _, checks = judge_probe(errors, SLO, None, None, 0.5)
     assert outcome == "fail" and checks[-1].name == "failed_share"
 
 
-def _probe_at(rate: float, rng: random.Random, capacity: float, duration_s: float) -> list[float]:
-    """TTFTs of a probe at ``rate`` against a server of ``capacity`` req/s: lognormal with sigma
-    0.6 (CV ~0.66) around a median of 50 ms / (1 - rate / capacity), an M/M/1-like blow-up."""
-    n = max(1, round(rate * duration_s))
-    load = min(rate / capacity, 0.995)
-    median = 50.0 / (1.0 - load)
-    return [median * math.exp(rng.gauss(0, 0.6)) for _ in range(n)]
-
-
-def _run(seed: int, capacity: float, plan: SearchPlan) -> tuple[dict, list[Probe]]:
-    rng = random.Random(seed)
-    probes: list[Probe] = []
-    for index in range(60):  # bounded: a search that does not end fails the test below
-        nxt = next_probe(probes, plan)
-        if isinstance(nxt, str):
-            return search_result(probes, nxt, SLO, None), probes
-        rate, repeat, screen = nxt
-        # As the shape plans it: twice the fewest requests that bound a p95, at least 10 s; a
-        # screen 10 s.
-        duration = max(10.0, 0 if screen else 2 * min_requests(SLO, None) / rate) * 2**repeat
-        outcome, meets, checks = judge_probe(
-            _step(_probe_at(rate, rng, capacity, duration)), SLO, None, None, 0.5
-        )
-        probes.append(Probe(index, rate, duration, outcome, meets, checks, repeat=repeat, screen=screen))
-    raise AssertionError("the search did not end in 60 probes")
-
-
-#: The model's true highest rate: p95 = median x exp(1.645 x 0.6) = 2.68 x 50 / (1 - r / 40)
-#: <= 300 ms  <=>  r <= 22.1.
-CAPACITY = 40.0
-TRUE_RATE = CAPACITY * (1 - 2.6823 * 50 / 300)
 #: How far an answer may be from TRUE_RATE, and how often within the search's resolution (10 %).
 #: Measured on 200 seeds of this model (searches of 75f6f5e, the planner's durations, each probe's
 #: point estimates passed through): 91.5 % within 10 %, every answer in [0.86, 1.023] x TRUE_RATE.
@@ -136,7 +92,7 @@ WITHIN_RESOLUTION_SHARE = 0.8
 @pytest.mark.parametrize("seed", range(8))
 def test_the_search_finds_the_highest_rate_that_truly_meets_the_slo(seed: int) -> None:
     # repeats=1: ANSWER_RANGE was measured with it.
-    result, probes = _run(
+    result, probes = simulate_search(
         seed, CAPACITY, SearchPlan(start=2.0, factor=2.0, max_rate=256.0, resolution=0.1, repeats=1)
     )
     assert result["outcome"] == "found", result
@@ -161,7 +117,7 @@ def test_the_search_finds_the_highest_rate_that_truly_meets_the_slo(seed: int) -
 def test_most_searches_land_within_their_resolution_of_the_truth() -> None:
     # repeats=1: WITHIN_RESOLUTION_SHARE was measured with it.
     plan = SearchPlan(start=2.0, factor=2.0, max_rate=256.0, resolution=0.1, repeats=1)
-    ratios = [_run(seed, CAPACITY, plan)[0]["slo_capacity_rps"] / TRUE_RATE for seed in range(40)]
+    ratios = [simulate_search(seed, CAPACITY, plan)[0]["slo_capacity_rps"] / TRUE_RATE for seed in range(40)]
     within = sum(0.9 <= r <= 1.1 for r in ratios) / len(ratios)
     assert within >= WITHIN_RESOLUTION_SHARE, sorted(ratios)
 
@@ -252,7 +208,7 @@ def test_requests_that_move_together_get_a_wider_interval_that_holds() -> None:
     trials = 200
     for _ in range(trials):
         samples = _correlated_probe(rng, 800, 40.0)  # 20 correlation times
-        step = _step([v for _, v in samples], field="tpot_ms", q=0.9)
+        step = step_of([v for _, v in samples], field="tpot_ms", q=0.9)
         lo, hi = step["ci95"]["tpot_ms"]["p90"]
         independent += lo <= truth <= hi
         _, _, checks = judge_probe(
