@@ -206,16 +206,52 @@ def test_locust_ui_shows_the_charts_tab(chromium: str, live_run: LiveRun, tmp_pa
     print(f"\nscreenshot: {shot}")
 
 
-def test_live_step_verdicts_match_summary_json(live_run: LiveRun) -> None:
-    """Last (it stops the run): what the page showed for the finished steps is what summary.json says."""
+def _both_verdicts(base: str) -> dict[str, Any]:
     deadline = time.monotonic() + 45
-    body = _series(live_run.base)
+    body = _series(base)
     while time.monotonic() < deadline and not (
         len(body["steps"]) == 2 and all(s["verdict"] is not None for s in body["steps"])
     ):
         time.sleep(0.5)
-        body = _series(live_run.base)
+        body = _series(base)
     assert [s["verdict"] is not None for s in body["steps"]] == [True, True], body["steps"]
+    return body
+
+
+def test_locust_ui_shows_each_steps_verdict_in_its_own_tab(
+    chromium: str, live_run: LiveRun, tmp_path: Path
+) -> None:
+    """The "LLM steps" tab (Locust's documented extended tabs): each settled step's row with its
+    verdict and the signal that decided it, as the live page has them, drawn by Locust's UI."""
+    body = _both_verdicts(live_run.base)
+    stats = json.loads(_get(f"{live_run.base}/stats/requests")[2])
+    rows = next(e["data"] for e in stats["extended_stats"] if e["key"] == "llm_steps")
+    assert [r["step"] for r in rows] == [str(s["index"]) for s in body["steps"]]
+    for row, step in zip(rows, body["steps"], strict=True):
+        assert row["load"] == f"{step['concurrency']} users"
+        assert row["verdict"].split(" ")[0] == step["verdict"]["bottleneck"]
+        assert row["decided_by"] == step["verdict"]["decided_by"]
+    dom, err = run_chromium(
+        chromium, tmp_path / "p1", "--window-size=1400,1000", "--virtual-time-budget=8000", "--dump-dom",
+        live_run.base + "/?tab=llm_steps",
+    )  # fmt: skip
+    assert ">LLM steps<" in dom and ">decided by<" in dom, dom[-3000:]
+    for row in rows:
+        assert f">{row['verdict']}<" in dom and f">{row['decided_by']}<" in dom, (row, dom[-3000:])
+    assert SECRET not in dom
+    assert not [line for line in console_lines(err) if "tokenload" in line], console_lines(err)
+    shot = live_run.run_dir / "locust_llm_steps_tab.png"
+    run_chromium(
+        chromium, tmp_path / "p2", "--window-size=1400,700", "--virtual-time-budget=8000",
+        f"--screenshot={shot}", live_run.base + "/?tab=llm_steps",
+    )  # fmt: skip
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    print(f"\nscreenshot: {shot}")
+
+
+def test_live_step_verdicts_match_summary_json(live_run: LiveRun) -> None:
+    """Last (it stops the run): what the page showed for the finished steps is what summary.json says."""
+    body = _both_verdicts(live_run.base)
     live_run.stop()
     summary = json.loads((live_run.run_dir / "summary.json").read_text())
     assert len(summary["steps"]) == 2

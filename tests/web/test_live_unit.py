@@ -327,7 +327,7 @@ def test_extend_web_ui_on_a_real_locust_app(monkeypatch: pytest.MonkeyPatch) -> 
     from locust.env import Environment
 
     from tokenload.loadgen import plugin
-    from tokenload.loadgen.webui import CHARTS_TAB_KEY, TAB_KEY, extend_web_ui
+    from tokenload.loadgen.webui import CHARTS_TAB_KEY, STEPS_TAB_KEY, TAB_KEY, extend_web_ui
 
     class U(HttpUser):
         host = "http://127.0.0.1:9"
@@ -348,10 +348,14 @@ def test_extend_web_ui_on_a_real_locust_app(monkeypatch: pytest.MonkeyPatch) -> 
         index = client.get("/").get_data(as_text=True)
         assert "tokenload/static/locust_tab.js" in index and f'data-key="{CHARTS_TAB_KEY}"' in index
         args = json.loads(re.search(r"window.templateArgs = (.*)\n", index).group(1))
-        assert [t["key"] for t in args["extended_tabs"]] == [TAB_KEY, CHARTS_TAB_KEY]
+        assert [t["key"] for t in args["extended_tabs"]] == [TAB_KEY, STEPS_TAB_KEY, CHARTS_TAB_KEY]
+        tables = {t["key"]: t["structure"] for t in args["extended_tables"]}
+        keys = [c["key"] for c in tables[STEPS_TAB_KEY]]
+        assert len(set(keys)) == len(keys) and keys[-2:] == ["verdict", "decided_by"]
         stats = client.get("/stats/requests").get_json()
         ext = {e["key"]: e["data"] for e in stats["extended_stats"]}
         assert ext[TAB_KEY][-1]["name"] == "Aggregated"
+        assert ext[STEPS_TAB_KEY] == []  # no step yet
         assert "/tokenload/llm" in ext[CHARTS_TAB_KEY][0]["page"]
         assert client.get("/tokenload/api/series").status_code == 200
         assert client.get("/tokenload/llm").status_code == 200
@@ -390,3 +394,33 @@ def test_with_web_login_the_page_and_its_data_need_a_login(monkeypatch: pytest.M
     finally:
         env.web_ui.app.extensions["tokenload"].stop()
         env.runner.quit()
+
+
+def test_the_steps_tab_shows_settled_steps_as_the_report_and_the_running_one_by_its_state() -> None:
+    from tokenload.loadgen.webui import step_tab_rows
+    from tokenload.report.tables import step_cells
+
+    settled = {
+        0: {
+            "index": 0,
+            "concurrency": 2,
+            "requests_per_s": 3.25,
+            "output_tokens_per_s": 104.0,
+            "ttft_ms": {"p50": 21.5, "p99": 40.0},
+            "tpot_ms": {"p50": 5.25, "p99": 7.5},
+            "server": {"kv_cache_usage_ratio": {"mean": 0.1, "max": 0.2}},
+            "flags": ["client_bound"],
+            "verdict": {"bottleneck": "client", "decided_by": "send lag p99"},
+        }
+    }
+    live_rows = [
+        {"index": 0, "concurrency": 2, "target_rate_rps": None, "state": "done"},
+        {"index": 1, "concurrency": 8, "target_rate_rps": None, "state": "measure", "ttft_p50": 30.0,
+         "ttft_p99": 55.5, "tpot_p50": 6.0, "tpot_p99": 9.0},
+        {"index": 2, "concurrency": 16, "target_rate_rps": None, "state": "done"},
+    ]  # fmt: skip
+    rows = step_tab_rows(live_rows, settled)
+    assert list(rows[0].values()) == [*step_cells(settled[0]), "send lag p99"]
+    assert rows[1]["load"] == "8 users" and rows[1]["ttft_p50"] == "30.0" and rows[1]["ttft_p99"] == "55.5"
+    assert rows[1]["verdict"] == "measuring" and rows[1]["out_tok_s"] == "-" and rows[1]["decided_by"] == "-"
+    assert rows[2]["verdict"] == "settling"

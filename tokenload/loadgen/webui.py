@@ -2,6 +2,9 @@
 
 * the "LLM" tab: the LLM table (Locust's ``extended_tabs``/``extended_tables``, its rows added to
   ``/stats/requests`` as ``extended_stats``) and a CSV download;
+* the "LLM steps" tab, by the same documented means: the report's per-step table
+  (``tokenload.report.tables.step_cells``) with each settled step's verdict and the signal that
+  decided it, as ``summary.json`` will have them, and the step in progress;
 * the "LLM charts" tab: tokenload's live page (``/tokenload/llm``, a Flask blueprint from
   :mod:`tokenload.web`) shown inside Locust's React UI. Locust's extended tabs can only render a
   table of text, so the tab's table holds one row pointing at the page, and a small script added
@@ -14,6 +17,8 @@ from __future__ import annotations
 
 import html
 import json
+import re
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,16 +26,31 @@ from flask import Response, request
 
 from tokenload.metrics.definitions import FORMULAS
 from tokenload.metrics.table import COLUMNS
+from tokenload.report.tables import COLUMNS as STEP_COLUMNS
+from tokenload.report.tables import step_cells
 
 if TYPE_CHECKING:
     from locust.env import Environment
 
     from tokenload.loadgen.plugin import RunContext
 
-__all__ = ["CHARTS_TAB_KEY", "TAB_KEY", "extend_web_ui", "inject_html_table"]
+__all__ = [
+    "CHARTS_TAB_KEY",
+    "STEPS_TAB_KEY",
+    "TAB_KEY",
+    "extend_web_ui",
+    "inject_html_table",
+    "step_tab_rows",
+]
 
 TAB_KEY = "llm"
+STEPS_TAB_KEY = "llm_steps"
 CHARTS_TAB_KEY = "llm_charts"
+
+#: The "LLM steps" table: the report's step columns and the signal that decided the verdict.
+STEPS_TAB_COLUMNS = (*STEP_COLUMNS, "decided by")
+_STEP_KEYS = tuple(re.sub(r"\W+", "_", c.lower()).strip("_") for c in STEPS_TAB_COLUMNS)
+_IN_PROGRESS = {"warmup": "warming up", "measure": "measuring", "done": "settling"}
 
 
 def _round(v: Any) -> Any:
@@ -46,10 +66,15 @@ def extend_web_ui(environment: Environment, ctx: RunContext) -> None:
     prefix = f"{base}/tokenload"
     web_ui.template_args["extended_tabs"] = [
         {"title": "LLM", "key": TAB_KEY},
+        {"title": "LLM steps", "key": STEPS_TAB_KEY},
         {"title": "LLM charts", "key": CHARTS_TAB_KEY},
     ]
     web_ui.template_args["extended_tables"] = [
         {"key": TAB_KEY, "structure": [{"key": k, "title": t} for k, t in COLUMNS]},
+        {
+            "key": STEPS_TAB_KEY,
+            "structure": [{"key": k, "title": t} for k, t in zip(_STEP_KEYS, STEPS_TAB_COLUMNS, strict=True)],
+        },
         {"key": CHARTS_TAB_KEY, "structure": [{"key": "page", "title": "tokenload live charts"}]},
     ]
     web_ui.template_args["extended_csv_files"] = [
@@ -90,14 +115,41 @@ def extend_web_ui(environment: Environment, ctx: RunContext) -> None:
         if not isinstance(body, dict):
             return response
         rows = [{k: _round(r[k]) for k, _ in COLUMNS} for r in ctx.rows()]
-        extended = [
-            e for e in body.get("extended_stats", []) if e.get("key") not in (TAB_KEY, CHARTS_TAB_KEY)
-        ]
+        ours = (TAB_KEY, STEPS_TAB_KEY, CHARTS_TAB_KEY)
+        extended = [e for e in body.get("extended_stats", []) if e.get("key") not in ours]
         extended.append({"key": TAB_KEY, "data": rows})
+        now = time.time()
+        extended.append(
+            {"key": STEPS_TAB_KEY, "data": step_tab_rows(live.steps(now), live.settled_steps(now))}
+        )
         extended.append({"key": CHARTS_TAB_KEY, "data": [charts_row]})
         body["extended_stats"] = extended
         response.set_data(json.dumps(body))
         return response
+
+
+def step_tab_rows(
+    live_rows: list[dict[str, Any]], settled: dict[int, dict[str, Any]]
+) -> list[dict[str, str]]:
+    """The "LLM steps" table's rows: a settled step as the report prints it, with the signal
+    that decided its verdict; a step still running or settling with its client figures so far
+    and its state where the verdict will be."""
+    out = []
+    for row in live_rows:
+        step = settled.get(row["index"])
+        if step is not None:
+            cells = [*step_cells(step), str((step.get("verdict") or {}).get("decided_by") or "-")]
+        else:
+            partial = {
+                "index": row["index"],
+                "concurrency": row.get("concurrency"),
+                "target_rate_rps": row.get("target_rate_rps"),
+                "ttft_ms": {"p50": row.get("ttft_p50"), "p99": row.get("ttft_p99")},
+                "tpot_ms": {"p50": row.get("tpot_p50"), "p99": row.get("tpot_p99")},
+            }
+            cells = [*step_cells(partial)[:-1], _IN_PROGRESS.get(row.get("state", ""), "-"), "-"]
+        out.append(dict(zip(_STEP_KEYS, cells, strict=True)))
+    return out
 
 
 def inject_html_table(path: Path, rows: list[dict[str, Any]]) -> None:

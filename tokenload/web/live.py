@@ -420,6 +420,10 @@ class LiveSeries(GreenletTask):
             out.append(row)
         return out
 
+    def settled_steps(self, now: float) -> dict[int, dict[str, Any]]:
+        """The steps that ended and settled, by index, as in ``summary.json`` (with verdicts)."""
+        return self._verdicts(now)
+
     def _verdicts(self, now: float) -> dict[int, dict[str, Any]]:
         """The settled steps as in ``summary.json`` (with their verdicts), recomputed only when
         something they depend on changed (their throughputs: ``ctx.steps.done``, tallied as the records
