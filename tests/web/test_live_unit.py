@@ -424,3 +424,7 @@ def test_the_steps_tab_shows_settled_steps_as_the_report_and_the_running_one_by_
     assert rows[1]["load"] == "8 users" and rows[1]["ttft_p50"] == "30.0" and rows[1]["ttft_p99"] == "55.5"
     assert rows[1]["verdict"] == "measuring" and rows[1]["out_tok_s"] == "-" and rows[1]["decided_by"] == "-"
     assert rows[2]["verdict"] == "settling"
+    # Judging failed: the finished step says so and why, never "settling" for ever.
+    failed = step_tab_rows(live_rows, settled, "KeyError: 'server'")
+    assert failed[0] == rows[0] and failed[1] == rows[1]
+    assert failed[2]["verdict"] == "not judged" and failed[2]["decided_by"] == "KeyError: 'server'"

@@ -120,7 +120,10 @@ def extend_web_ui(environment: Environment, ctx: RunContext) -> None:
         extended.append({"key": TAB_KEY, "data": rows})
         now = time.time()
         extended.append(
-            {"key": STEPS_TAB_KEY, "data": step_tab_rows(live.steps(now), live.settled_steps(now))}
+            {
+                "key": STEPS_TAB_KEY,
+                "data": step_tab_rows(live.steps(now), live.settled_steps(now), live.verdict_error),
+            }
         )
         extended.append({"key": CHARTS_TAB_KEY, "data": [charts_row]})
         body["extended_stats"] = extended
@@ -129,11 +132,12 @@ def extend_web_ui(environment: Environment, ctx: RunContext) -> None:
 
 
 def step_tab_rows(
-    live_rows: list[dict[str, Any]], settled: dict[int, dict[str, Any]]
+    live_rows: list[dict[str, Any]], settled: dict[int, dict[str, Any]], verdict_error: str | None = None
 ) -> list[dict[str, str]]:
     """The "LLM steps" table's rows: a settled step as the report prints it, with the signal
     that decided its verdict; a step still running or settling with its client figures so far
-    and its state where the verdict will be."""
+    and its state where the verdict will be; a finished step that could not be judged
+    (``verdict_error``) as "not judged", with why."""
     out = []
     for row in live_rows:
         step = settled.get(row["index"])
@@ -147,7 +151,11 @@ def step_tab_rows(
                 "ttft_ms": {"p50": row.get("ttft_p50"), "p99": row.get("ttft_p99")},
                 "tpot_ms": {"p50": row.get("tpot_p50"), "p99": row.get("tpot_p99")},
             }
-            cells = [*step_cells(partial)[:-1], _IN_PROGRESS.get(row.get("state", ""), "-"), "-"]
+            state = row.get("state", "")
+            if state == "done" and verdict_error:
+                cells = [*step_cells(partial)[:-1], "not judged", verdict_error]
+            else:
+                cells = [*step_cells(partial)[:-1], _IN_PROGRESS.get(state, "-"), "-"]
         out.append(dict(zip(_STEP_KEYS, cells, strict=True)))
     return out
 

@@ -424,6 +424,11 @@ class LiveSeries(GreenletTask):
         """The steps that ended and settled, by index, as in ``summary.json`` (with verdicts)."""
         return self._verdicts(now)
 
+    @property
+    def verdict_error(self) -> str | None:
+        """Why the last attempt to judge the settled steps failed; None when it did not."""
+        return self._verdict_error
+
     def _verdicts(self, now: float) -> dict[int, dict[str, Any]]:
         """The settled steps as in ``summary.json`` (with their verdicts), recomputed only when
         something they depend on changed (their throughputs: ``ctx.steps.done``, tallied as the records
