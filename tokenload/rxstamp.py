@@ -8,13 +8,20 @@ late, ``bench/idle_wake.py``). Linux stamps every received packet as it is deliv
 the stamp is taken inside the sender's ``send`` call.
 
 The stamp is wall-clock (``CLOCK_REALTIME``) and becomes a ``perf_counter`` time through the
-offset between the two clocks, taken at the read as ``time() - perf_counter()`` with the
-``perf_counter`` read *after* ``time()``: a preemption between the two calls then dates the
-bytes later, never earlier (read the other way round, this VM dated one read in a few hundred
-0.1-0.4 ms too early). NTP's slew while bytes wait is at most 0.05 % of the wait. Measured over
-loopback on this VM, ~2,000 sends in 20 s against a perf_counter taken before each (three runs):
-never early, median 1.6-4.4 us after the send began (``tests/unit/test_rxstamp.py`` checks the
-"never early" with a late reader).
+offset between the two clocks, read as ``time() - perf_counter()`` with the ``perf_counter`` read
+*after* ``time()``: a preemption between the two calls then dates the bytes later, never earlier
+(read the other way round, this VM dated one read in a few hundred 0.1-0.4 ms too early).
+NTP's slewing moves both clocks alike, but a wall clock that is *set* (stepped) moves against
+``perf_counter``, and a read that comes late converts an old stamp with a new offset. CI's VM did
+this steadily: a reader 100 ms late dated five sends 0.43-0.47 ms before they began (its wall
+clock gained about 0.44 % on ``perf_counter``). So the offset is sampled at every stamped read and
+at :func:`enable`, and a stamp is converted with the offset interpolated, between the last sample
+and this read's, to the time the bytes arrived (:func:`wall_to_perf`): exact while the wall clock
+drifts evenly, and otherwise wrong by no more than the wall clock moved during the wait. Measured
+over loopback on this VM (no such drift), ~2,000 sends in 20 s against a perf_counter taken before
+each (three runs): never early, median 1.6-4.4 us after the send began (``tests/unit/
+test_rxstamp.py`` checks a late reader against the wall clock's own movement, and the
+interpolation against a planted drift and a planted step).
 
 A read that takes several packets at once (a reader more than one token gap behind) gets the
 last one's stamp for all of them: its earlier chunks are then dated up to one gap late, never
@@ -29,7 +36,7 @@ import struct
 import sys
 import time
 
-__all__ = ["AVAILABLE", "enable", "recv"]
+__all__ = ["AVAILABLE", "enable", "recv", "wall_to_perf"]
 
 # Linux's generic value (asm-generic/socket.h); Python's socket module does not name it.
 _SO_TIMESTAMPNS = 35
@@ -39,6 +46,38 @@ _TIMESPEC = struct.Struct("@qq")
 _CMSG_SPACE = socket.CMSG_SPACE(_TIMESPEC.size) if AVAILABLE else 0
 #: A stamp older than this (or from the future) means the wall clock moved: not trusted.
 _MAX_AGE_S = 60.0
+#: The last sample of the clocks: ``(perf_counter, time() - perf_counter())``.
+_last_offset: tuple[float, float] | None = None
+
+
+def _sample_offset() -> tuple[float, float]:
+    """``(perf_counter, time() - perf_counter())``, in this order: see the module doc."""
+    global _last_offset
+    wall = time.time()
+    perf = time.perf_counter()
+    sample = (perf, wall - perf)
+    _last_offset = sample
+    return sample
+
+
+def wall_to_perf(wall: float, before: tuple[float, float] | None, now: tuple[float, float]) -> float:
+    """The wall-clock time ``wall`` as a ``perf_counter`` time.
+
+    ``before`` and ``now`` are samples ``(perf_counter, time() - perf_counter())``, ``before`` the
+    one taken earlier (None where there is none). The offset between the clocks is interpolated
+    linearly to ``wall``'s moment between them; ``before``'s is used for a moment before it, and
+    ``now``'s where there is no earlier sample.
+    """
+    t = wall - now[1]
+    if before is None:
+        return t
+    p0, off0 = before
+    if t <= p0:
+        return wall - off0
+    span = now[0] - p0
+    if span <= 0:
+        return t
+    return wall - (off0 + (now[1] - off0) * min(1.0, (t - p0) / span))
 
 
 def enable(sock: socket.socket) -> bool:
@@ -49,6 +88,7 @@ def enable(sock: socket.socket) -> bool:
         sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
     except OSError:
         return False
+    _sample_offset()
     return True
 
 
@@ -64,11 +104,12 @@ def recv(sock: socket.socket, n: int, stamped: bool = True) -> tuple[bytes, floa
     now = time.perf_counter()
     if not ancillary:
         return data, now
-    offset = time.time() - time.perf_counter()  # in this order: see the module doc
+    before = _last_offset
+    sample = _sample_offset()
     for level, kind, raw in ancillary:
         if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(raw) >= _TIMESPEC.size:
             sec, nsec = _TIMESPEC.unpack_from(raw)
-            t = sec + nsec * 1e-9 - offset
+            t = wall_to_perf(sec + nsec * 1e-9, before, sample)
             if now - _MAX_AGE_S < t <= now:
                 return data, t
     return data, now

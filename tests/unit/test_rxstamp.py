@@ -39,6 +39,36 @@ def test_a_late_read_is_dated_at_arrival(pair: tuple[socket.socket, socket.socke
     assert sorted(ages)[2] < 0.02, ages
 
 
+def test_the_clocks_offset_is_interpolated_to_the_arrival() -> None:
+    # A wall clock that gains 0.44 % on perf_counter (CI's VM), sampled at 10.0 s and read 100 ms
+    # later: bytes that arrived at 10.03 s are dated then, where the read's offset alone would
+    # date them 0.3 ms early.
+    def sample(perf: float, gain: float = 0.0044) -> tuple[float, float]:
+        return perf, 1_000.0 + gain * perf
+
+    arrival = 10.03
+    wall = arrival + sample(arrival)[1]
+    before, now = sample(10.0), sample(10.1)
+    assert wall - now[1] < arrival - 2.5e-4  # the read's offset alone: early
+    assert rxstamp.wall_to_perf(wall, before, now) == pytest.approx(arrival, abs=5e-6)
+    # Bytes that arrived before the earlier sample take its offset, the nearer one.
+    early = 9.5
+    assert rxstamp.wall_to_perf(early + sample(10.0)[1], before, now) == pytest.approx(early, abs=1e-9)
+    # No earlier sample: the read's offset, as before.
+    assert rxstamp.wall_to_perf(wall, None, now) == pytest.approx(wall - now[1], abs=1e-12)
+
+
+def test_a_wall_clock_stepped_during_the_wait_errs_by_at_most_the_step() -> None:
+    # The wall clock is set 1 ms ahead at 10.05 s, between the samples at 10.0 and 10.1 s.
+    def offset_at(perf: float) -> float:
+        return 1_000.0 + (0.001 if perf >= 10.05 else 0.0)
+
+    before, now = (10.0, offset_at(10.0)), (10.1, offset_at(10.1))
+    for arrival in (10.01, 10.04, 10.06, 10.09):
+        t = rxstamp.wall_to_perf(arrival + offset_at(arrival), before, now)
+        assert abs(t - arrival) <= 0.001 + 1e-9, arrival
+
+
 def test_without_stamps_the_read_time_is_used(pair: tuple[socket.socket, socket.socket]) -> None:
     sender, reader = pair  # not enabled: no ancillary data comes with the bytes
     t_send = time.perf_counter()
