@@ -118,13 +118,8 @@ def extend_web_ui(environment: Environment, ctx: RunContext) -> None:
         ours = (TAB_KEY, STEPS_TAB_KEY, CHARTS_TAB_KEY)
         extended = [e for e in body.get("extended_stats", []) if e.get("key") not in ours]
         extended.append({"key": TAB_KEY, "data": rows})
-        now = time.time()
-        extended.append(
-            {
-                "key": STEPS_TAB_KEY,
-                "data": step_tab_rows(live.steps(now), live.settled_steps(now), live.verdict_error),
-            }
-        )
+        live_rows, settled = live.steps_and_settled(time.time())
+        extended.append({"key": STEPS_TAB_KEY, "data": step_tab_rows(live_rows, settled, live.verdict_error)})
         extended.append({"key": CHARTS_TAB_KEY, "data": [charts_row]})
         body["extended_stats"] = extended
         response.set_data(json.dumps(body))

@@ -384,6 +384,11 @@ class LiveSeries(GreenletTask):
     def steps(self, now: float) -> list[dict[str, Any]]:
         """Every step so far: its window, the client's figures of its measured part, and the
         verdict of ``tokenload.analysis.diagnosis`` once the step has finished and settled."""
+        return self.steps_and_settled(now)[0]
+
+    def steps_and_settled(self, now: float) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]]]:
+        """:meth:`steps`, and the steps that ended and settled, by index, as in ``summary.json``
+        (with verdicts): both from one look at the verdicts' cache."""
         tracker = self.ctx.steps
         verdicts = self._verdicts(now)
         out = []
@@ -418,11 +423,7 @@ class LiveSeries(GreenletTask):
                 row["verdict"] = None
             row["verdict_pending"] = state == "done" and done is None
             out.append(row)
-        return out
-
-    def settled_steps(self, now: float) -> dict[int, dict[str, Any]]:
-        """The steps that ended and settled, by index, as in ``summary.json`` (with verdicts)."""
-        return self._verdicts(now)
+        return out, verdicts
 
     @property
     def verdict_error(self) -> str | None:
