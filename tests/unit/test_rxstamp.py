@@ -78,6 +78,26 @@ def test_a_wall_clock_stepped_during_the_wait_errs_by_at_most_the_step() -> None
         assert abs(t - arrival) <= 0.001 + 1e-9, arrival
 
 
+def test_fresh_sockets_first_packets_are_stamped() -> None:
+    # Sockets opened one after another, each closed before the next: without a socket that keeps
+    # the kernel's stamping on, most first packets came unstamped (296 of 300 on this VM).
+    assert rxstamp.keep_on()
+    time.sleep(0.05)  # the kernel turns stamping on in a deferred work item
+    unstamped = 0
+    for _ in range(50):
+        with socket.create_server(("127.0.0.1", 0)) as listener:
+            client = socket.create_connection(listener.getsockname())
+            server, _ = listener.accept()
+        with client, server:
+            assert rxstamp.enable(server)
+            client.sendall(b"z")
+            time.sleep(0.001)
+            _data, ancillary, _flags, _addr = server.recvmsg(16, socket.CMSG_SPACE(16))
+            unstamped += not ancillary
+        time.sleep(0.003)  # a pause between connections, when no other socket asks for stamps
+    assert unstamped == 0, unstamped
+
+
 def test_without_stamps_the_read_time_is_used(pair: tuple[socket.socket, socket.socket]) -> None:
     sender, reader = pair  # not enabled: no ancillary data comes with the bytes
     t_send = time.perf_counter()

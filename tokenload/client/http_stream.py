@@ -172,6 +172,8 @@ class StreamTarget:
             self._pool = _NoDelayPool(parts.hostname, port, parts.hostname, port, **kw)
         #: Reads dated by the kernel's receive stamps (TLS sockets have no ``recvmsg``).
         self._stamped = rxstamp.AVAILABLE and parts.scheme == "http"
+        if self._stamped:
+            rxstamp.keep_on()  # before the first connection: see tokenload.rxstamp
         self.timeouts = timeouts
         #: Sockets that already carried a response (kept alive) and went back to the pool.
         self._used: weakref.WeakSet[socket.socket] = weakref.WeakSet()

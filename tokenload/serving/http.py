@@ -157,6 +157,7 @@ class HTTPServer:
         self.routes: dict[tuple[str, str], Handler] = {}
         self._server = StreamServer((host, port), self._handle, backlog=backlog)
         self.not_found: Handler = _not_found
+        rxstamp.keep_on()  # before the first connection: see tokenload.rxstamp
 
     def route(self, method: str, path: str) -> Callable[[Handler], Handler]:
         def deco(fn: Handler) -> Handler:
