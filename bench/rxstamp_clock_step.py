@@ -3,10 +3,11 @@
 A kernel receive stamp is wall-clock time (``tokenload/rxstamp.py``). CI's VM once dated five
 loopback sends 0.43-0.47 ms before they began, each read 100 ms late: its wall clock gained on
 ``perf_counter`` while the bytes waited. This reproduces that on purpose: a thread sets the wall
-clock 44 us ahead every 10 ms (about +0.4 %; ``clock_settime``, so it needs root and leaves this
-host's wall clock ``--seconds`` x 4.4 ms ahead), while one socket sends 100 bytes and another
-reads them 100 ms later. Each stamp is converted both ways in one run: with the offset read at
-the read (before 05ad473) and by ``rxstamp.wall_to_perf`` (the offset interpolated to the
+clock 44 us ahead every 10 ms (+0.44 % asked; each run prints the gain it reached,
+``wall_clock_gain_percent``, lower where the thread wakes late; ``clock_settime``, so it needs root
+and leaves this host's wall clock about ``--sends`` x 0.44 ms ahead), while one socket sends 100
+bytes and another reads them 100 ms later. Each stamp is converted both ways in one run: with the
+offset read at the read (before 05ad473) and by ``rxstamp.wall_to_perf`` (the offset interpolated to the
 arrival). The figure is stamp - perf_counter before the send, us: negative is dated before the
 send began (sends the kernel did not stamp are counted, not dated). Loopback only; bounded by ``--sends``.
 
@@ -37,12 +38,6 @@ def _step_clock(stop: threading.Event) -> None:
         time.clock_settime(time.CLOCK_REALTIME, time.clock_gettime(time.CLOCK_REALTIME) + STEP_S)
 
 
-def _sample() -> tuple[float, float]:
-    wall = time.time()
-    perf = time.perf_counter()
-    return perf, wall - perf
-
-
 def run(sends: int, step: bool) -> dict:
     with socket.create_server(("127.0.0.1", 0)) as listener:
         sender = socket.create_connection(listener.getsockname())
@@ -53,7 +48,7 @@ def run(sends: int, step: bool) -> dict:
     unstamped = 0
     with sender, reader:
         assert rxstamp.enable(reader)
-        before = _sample()
+        before = first = rxstamp.clock_sample()
         if step:
             stepper.start()
         try:
@@ -62,7 +57,7 @@ def run(sends: int, step: bool) -> dict:
                 sender.sendall(b"x" * 100)
                 time.sleep(0.1)
                 _data, anc, _f, _a = reader.recvmsg(4096, socket.CMSG_SPACE(16))
-                now = _sample()
+                now = rxstamp.clock_sample()
                 if not anc:  # net_enable_timestamp() turns stamping on in a deferred work item
                     unstamped += 1
                     continue
@@ -75,12 +70,15 @@ def run(sends: int, step: bool) -> dict:
             stop.set()
             if step:
                 stepper.join()
+        last = rxstamp.clock_sample()
+    gain = (last[1] - first[1]) / (last[0] - first[0]) * 100
 
     def figures(xs: list[float]) -> dict:
         return {"median_us": round(statistics.median(xs), 1), "min_us": round(min(xs), 1),
                 "early": sum(x < 0 for x in xs)}  # fmt: skip
 
-    return {"wall_clock_stepped": step, "sends": sends, "unstamped": unstamped,
+    return {"wall_clock_stepped": step, "wall_clock_gain_percent": round(gain, 3), "sends": sends,
+            "unstamped": unstamped,
             "offset_at_read": figures(at_read), "interpolated": figures(interpolated)}  # fmt: skip
 
 

@@ -45,7 +45,7 @@ import struct
 import sys
 import time
 
-__all__ = ["AVAILABLE", "enable", "keep_on", "recv", "wall_to_perf"]
+__all__ = ["AVAILABLE", "clock_sample", "enable", "keep_on", "recv", "wall_to_perf"]
 
 # Linux's generic value (asm-generic/socket.h); Python's socket module does not name it.
 _SO_TIMESTAMPNS = 35
@@ -61,13 +61,18 @@ _keeper: socket.socket | None = None
 _last_offset: tuple[float, float] | None = None
 
 
-def _sample_offset() -> tuple[float, float]:
-    """``(perf_counter, time() - perf_counter())``, in this order: see the module doc."""
-    global _last_offset
+def clock_sample() -> tuple[float, float]:
+    """``(perf_counter, time() - perf_counter())``: the two clocks read in the order the
+    conversion assumes (see the module doc), the sample :func:`wall_to_perf` takes."""
     wall = time.time()
     perf = time.perf_counter()
-    sample = (perf, wall - perf)
-    _last_offset = sample
+    return perf, wall - perf
+
+
+def _sample_offset() -> tuple[float, float]:
+    """:func:`clock_sample`, kept as the last sample for the next stamped read."""
+    global _last_offset
+    sample = _last_offset = clock_sample()
     return sample
 
 

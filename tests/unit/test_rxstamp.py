@@ -22,24 +22,19 @@ def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
         yield client, server
 
 
-def _offset() -> float:
-    wall = time.time()
-    return wall - time.perf_counter()
-
-
 def test_a_late_read_is_dated_at_arrival(pair: tuple[socket.socket, socket.socket]) -> None:
     sender, reader = pair
     assert rxstamp.enable(reader)
     ages, moved = [], []
     for _ in range(5):
-        offset_before = _offset()
+        offset_before = rxstamp.clock_sample()[1]
         t_send = time.perf_counter()
         sender.sendall(b"x" * 100)
         time.sleep(0.1)  # the reader is busy elsewhere for 100 ms
         data, t = rxstamp.recv(reader, 4096)
         assert data == b"x" * 100
         ages.append(t - t_send)
-        moved.append(abs(_offset() - offset_before))
+        moved.append(abs(rxstamp.clock_sample()[1] - offset_before))
     # Dated inside the send over loopback (a read's own time would be >= 100 ms after it), and
     # never before it by more than the wall clock moved against perf_counter while the bytes
     # waited: the conversion errs late only, but for a wall clock that is set (see the module doc;
