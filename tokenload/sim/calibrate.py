@@ -48,11 +48,14 @@ __all__ = [
     "decode_fixed_s",
     "fit_errors",
     "fit_profile",
+    "from_unit",
     "levenberg_marquardt",
     "nelder_mead",
     "perturbed_values",
     "predict",
+    "to_unit",
     "uncertainty",
+    "values_of",
     "with_values",
 ]
 
@@ -79,7 +82,8 @@ PARAMETERS: tuple[Parameter, ...] = (
 
 
 #: Fitted only with ``fit_frontend`` (``tokenload calibrate --fit-frontend``): the serving
-#: software's costs outside the model, zero in the built-in GPU profiles. The per-sampled-
+#: software's costs outside the model (zero in the built-in GPU profiles but the H200's fitted
+#: ``frontend_request_s``, tokenload/sim/published.py). The per-sampled-
 #: sequence time shows only in batched steps (at one user it adds to the fixed overhead), so
 #: fitting it takes the batched steps' TPOT too.
 FRONTEND_PARAMETERS: tuple[Parameter, ...] = (
@@ -262,13 +266,13 @@ def fit_errors(obs: Observation, pred: Prediction) -> list[float]:
     return [p / m - 1.0 for m, p in pairs if m is not None and m > 0]
 
 
-def _to_unit(p: Parameter, v: float) -> float:
+def to_unit(p: Parameter, v: float) -> float:
     """Bounded value -> unbounded search coordinate (logit of its place between the bounds)."""
     x = min(max((v - p.low) / (p.high - p.low), 1e-6), 1 - 1e-6)
     return math.log(x / (1 - x))
 
 
-def _from_unit(p: Parameter, u: float) -> float:
+def from_unit(p: Parameter, u: float) -> float:
     # Clamped: a search step along a direction the runs do not see can be huge.
     return p.low + (p.high - p.low) / (1.0 + math.exp(-min(max(u, -60.0), 60.0)))
 
@@ -430,7 +434,7 @@ def fit_profile(
     evaluations = 0
 
     def profile_at(u: list[float]) -> Profile:
-        values = {**start, **{p.name: _from_unit(p, x) for p, x in zip(free, u, strict=True)}}
+        values = {**start, **{p.name: from_unit(p, x) for p, x in zip(free, u, strict=True)}}
         return with_values(base, values)
 
     # The weak prior :func:`uncertainty` states its figures under, in the fit too (so the two
@@ -440,7 +444,7 @@ def fit_profile(
 
     def prior(u: list[float]) -> list[float]:
         return [
-            prior_scale * math.log(max(_from_unit(p, x), 1e-9) / max(start[p.name], 1e-9))
+            prior_scale * math.log(max(from_unit(p, x), 1e-9) / max(start[p.name], 1e-9))
             for p, x in zip(free, u, strict=True)
         ]
 
@@ -456,7 +460,7 @@ def fit_profile(
         return lambda u: sum(e * e for e in residuals(u))
 
     single = [o for o in observations if o.concurrency <= 1]
-    u = [_to_unit(p, start[p.name]) for p in free]
+    u = [to_unit(p, start[p.name]) for p in free]
     if free and single:
         # Restarted from its best point with a fresh simplex: Nelder-Mead stalls on long valleys
         # (the weight-streaming bandwidth against the per-step overhead is one), a restart goes on.
