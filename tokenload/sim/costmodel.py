@@ -10,6 +10,8 @@ Step time = max(compute, memory) + (1 - overlap) x min(compute, memory) + fixed 
 per-sampled-sequence overhead. The first two terms are the ideal roofline when overlap = 1, the
 sum when overlap = 0 (see the A40 profile for why); the per-sequence overhead (output
 processing, ``output_token_overhead_s``) is zero in the built-in GPU profiles.
+The API server's time on a request (``frontend_request_s``) is not a step cost: a latency the
+request spends before the engine sees it (20.5 ms fitted in the H200 profile, zero in the others).
 """
 
 from __future__ import annotations

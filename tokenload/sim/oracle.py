@@ -22,8 +22,9 @@ Definitions (one place; the README's analysis section quotes them):
   relaxation changes. A closed loop's throughput is not capped by its load (a faster server
   completes more turns of the same users), so it is relaxed at its own level. The API
   server's terms of a profile (``frontend_request_s``, a latency, and
-  ``output_token_overhead_s``) are zero in the built-in profiles and not relaxed here, so
-  ``frontend`` is never a ground truth.
+  ``output_token_overhead_s``) are not relaxed here, so ``frontend`` is never a ground truth:
+  the per-token term is zero in the built-in profiles, and the per-request one (20.5 ms fitted in
+  the H200's, zero in the others) is a latency, not a queue, so it limits no load's throughput.
 
 The oracle reads the emulator's internals (its profile, its token times); the diagnosis it checks
 may not. Pure: simulated time only.
