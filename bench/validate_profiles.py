@@ -25,7 +25,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tokenload.sim.calibrate import ALL_PARAMETERS, from_unit, nelder_mead, to_unit, values_of, with_values
+from tokenload.sim.calibrate import (
+    ALL_PARAMETERS,
+    FRONTEND_START,
+    from_unit,
+    nelder_mead,
+    to_unit,
+    values_of,
+    with_values,
+)
 from tokenload.sim.profile import Profile, load_profile
 from tokenload.sim.published import (
     COMPARED,
@@ -87,7 +95,9 @@ def fit(profile_name: str) -> dict[str, Any]:
     names = FIT_PARAMETERS[profile_name]
     points: list[Point] = [p for p in POINTS if p.profile == profile_name and p.role == "fit"]
     start = values_of(base)
-    start = {n: max(start[n], 0.005) if n == "frontend_request_s" else start[n] for n in names}
+    # A frontend term at 0 sits on its bound: start where calibrate starts it.
+    start.update({n: v for n, v in FRONTEND_START.items() if n in names and start[n] <= 0})
+    start = {n: start[n] for n in names}
 
     def profile_at(u: list[float]) -> Profile:
         return with_values(base, {n: from_unit(_BOUNDS[n], x) for n, x in zip(names, u, strict=True)})

@@ -40,6 +40,7 @@ __all__ = [
     "ALL_PARAMETERS",
     "FIGURE_NOISE",
     "FRONTEND_PARAMETERS",
+    "FRONTEND_START",
     "PARAMETERS",
     "UNDETERMINED",
     "Fit",
@@ -103,7 +104,7 @@ FRONTEND_PARAMETERS: tuple[Parameter, ...] = (
 )
 #: Where a fit of the frontend terms starts when the base profile has none (a value of 0 sits
 #: on the bound, where the search and the log-scale prior cannot move from).
-_FRONTEND_START = {"output_token_overhead_s": 0.0005, "frontend_request_s": 0.005}
+FRONTEND_START = {"output_token_overhead_s": 0.0005, "frontend_request_s": 0.005}
 ALL_PARAMETERS = PARAMETERS + FRONTEND_PARAMETERS
 _NAMES = frozenset(p.name for p in ALL_PARAMETERS)
 #: Values that live on the profile itself, not in its efficiency section.
@@ -427,7 +428,7 @@ def fit_profile(
     start = values_of(base)
     if fit_frontend:
         fit_batched = True  # the per-token term shows only in batched steps
-        start.update({k: v for k, v in _FRONTEND_START.items() if start[k] <= 0})
+        start.update({k: v for k, v in FRONTEND_START.items() if start[k] <= 0})
     start.update(fixed)
     candidates = ALL_PARAMETERS if fit_frontend else PARAMETERS
     free = [p for p in candidates if p.name not in fixed]
