@@ -283,6 +283,22 @@ def test_steps_are_matched_by_load_and_differences_reported() -> None:
     assert d["steps"][0]["verdict_changed"] and {"regressions", "tolerance"} <= set(d)
 
 
+def test_token_rates_counted_two_ways_are_not_compared() -> None:
+    # Version 3 counts a step's tokens as they arrived, older runs when their requests ended.
+    a, ra = make_run(1, 40)
+    b, rb = make_run(2, 40)
+    a["schema_version"], b["schema_version"] = 2, 3
+    b["steps"][0]["output_tokens_per_s"] *= 0.5  # would be a regression if compared
+    c = compare_runs(a, ra, b, rb)
+    metrics = {m.metric for m in c.steps[0].changes}
+    assert "output_tokens_per_s" not in metrics and "requests_per_s" in metrics
+    assert "output_tokens_per_s not compared" in render_markdown(c)
+    a["schema_version"] = 3
+    c = compare_runs(a, ra, b, rb)
+    assert "output_tokens_per_s" in regressions(c)
+    assert "not compared" not in render_markdown(c)
+
+
 def test_tolerance_must_be_a_share() -> None:
     a, ra = make_run(1, 10)
     with pytest.raises(ValueError, match="--tolerance"):

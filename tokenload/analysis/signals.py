@@ -84,13 +84,29 @@ class StepSignals:
         return a, b
 
 
+def _counter_rate(step: dict[str, Any], name: str) -> float | None:
+    """A server counter's rate over the step: over the seconds its scrapes cover when the
+    summary says it (``rate_per_s``), else its increase over the measured seconds."""
+    rate = value_at(step, "server", name, "rate_per_s")
+    if rate is not None:
+        return rate
+    inc, span = value_at(step, "server", name, "increase"), step.get("measured_s")
+    return inc / span if inc is not None and span else None
+
+
+def _scraped_s(step: dict[str, Any]) -> float | None:
+    """The seconds the step's histogram counts cover: its scrapes' span when known, else its
+    measured seconds (a Prometheus source, or a summary.json from before scraped_s)."""
+    return value_at(step, "server", "scraped_s") or step.get("measured_s")
+
+
 def _step_ms(step: dict[str, Any]) -> tuple[float | None, str]:
     """One engine step's mean time. Two upper bounds, the smaller taken: the server's mean
     inter-token latency (stretched by preemptions and prefill stalls) and the step's window over
     its engine steps (stretched by idle time)."""
     found: list[tuple[float, str]] = []
     count = value_at(step, "server", "iteration_tokens", "count")
-    span = step.get("measured_s")
+    span = _scraped_s(step)
     if count and span:
         found.append((span * 1000.0 / count, "window / engine steps (vllm:iteration_tokens_total count)"))
     for path, name in (
@@ -131,6 +147,19 @@ def _throughput(step: dict[str, Any]) -> tuple[float, str]:
     return step.get("output_tokens_per_s") or 0.0, "output_tokens_per_s"
 
 
+def _context_tokens(step: dict[str, Any]) -> float | None:
+    """The mean context a decode token attends to: a request's prompt and half its output, over
+    the requests that ended in the step (``tokens_per_request``; summary.json before version 3:
+    its token rates over its request rate, which then counted the same requests)."""
+    per = step.get("tokens_per_request")
+    if per:
+        return (per.get("input") or 0.0) + (per.get("output") or 0.0) / 2
+    rps = step.get("requests_per_s") or 0.0
+    if not rps or "tokens_per_request" in step:
+        return None
+    return (step.get("input_tokens_per_s") or 0.0) / rps + (step.get("output_tokens_per_s") or 0.0) / rps / 2
+
+
 def signals(
     step: dict[str, Any],
     prev: dict[str, Any] | None,
@@ -151,25 +180,20 @@ def signals(
     if base is not None and base is not step:
         rs, _ = _step_ms(base)
         rn, _ = _tokens_per_step(base, rs)
-    rps = step.get("requests_per_s") or 0.0
-    ctx = None
-    if rps:
-        ctx = (step.get("input_tokens_per_s") or 0.0) / rps + (
-            step.get("output_tokens_per_s") or 0.0
-        ) / rps / 2
-    span = step.get("measured_s") or 0
-    flops = value_at(step, "server", "estimated_flops", "increase")
-    rbytes = value_at(step, "server", "estimated_read_bytes", "increase")
+    ctx = _context_tokens(step)
+    flops = _counter_rate(step, "estimated_flops")
+    rbytes = _counter_rate(step, "estimated_read_bytes")
     fu = bu = None
-    if peaks and span and flops and rbytes:
-        fu = flops / span / peaks["flops_per_s"]
-        bu = rbytes / span / peaks["bytes_per_s"]
+    if peaks and flops and rbytes:
+        fu = flops / peaks["flops_per_s"]
+        bu = rbytes / peaks["bytes_per_s"]
     fps, bps = _per_engine_step(step)
     busy = None
     itl = value_at(step, "server", "itl_ms", "mean")
     count = value_at(step, "server", "iteration_tokens", "count")
-    if itl and count and span:
-        busy = min(1.0, itl * count / (span * 1000.0))
+    scraped = _scraped_s(step)
+    if itl and count and scraped:
+        busy = min(1.0, itl * count / (scraped * 1000.0))
     return StepSignals(
         load=load_of(step),
         prev_load=load_of(prev) if prev is not None else None,

@@ -15,6 +15,7 @@ from typing import Any
 
 from tokenload.metrics.aggregate import LLMStats
 from tokenload.metrics.histogram import LogHistogram
+from tokenload.metrics.step_tally import new_tally, record_times, tally_record
 
 __all__ = ["PHASE_MESSAGE", "StepTracker", "StepWindow"]
 
@@ -57,9 +58,10 @@ class StepTracker:
         #: Per step: the client's health reports (max CPU %, loop-lag samples in ms).
         self.cpu_max: dict[int, float] = {}
         self.lag_ms: dict[int, list[float]] = {}
-        #: Per step: what *ended* in its measured part (ok requests, input and output tokens)
-        #: and how many requests were *sent* in it, tallied as records arrive where they are kept.
-        self.done: dict[int, dict[str, int]] = {}
+        #: Per step: what *ended* in its measured part (ok requests, input and output tokens),
+        #: how many requests were *sent* in it and the tokens *received* in it
+        #: (metrics.step_tally), tallied as records arrive where they are kept.
+        self.done: dict[int, dict[str, float]] = {}
         #: Per step, for its steady-state check (metrics.steady): (send time, TTFT ms) of the
         #: successful requests sent in its measured part, and when those that ended in it ended.
         self.ttft_by_send: dict[int, list[tuple[float, float]]] = {}
@@ -69,9 +71,19 @@ class StepTracker:
         self.kept_fields: tuple[str, ...] = ()
         self.kept: dict[int, list[dict[str, Any]]] = {}
         self._future: list[dict[str, Any]] = []
+        #: Per step: when this process saw its measured part open and close (perf_counter
+        #: seconds; inf while open), the spans a request's tokens are counted in as they arrive
+        #: (metrics.step_tally.tokens_by_step).
+        self.measured_spans: dict[int, tuple[float, float]] = {}
 
     # -- phase changes (decided on the master, applied everywhere) ---------------------------
     def apply(self, step: int | None, phase: str | None) -> None:
+        if (step, phase) != (self.step, self.phase):
+            now = time.perf_counter()
+            if self.phase == "measure" and self.step is not None and self.step in self.measured_spans:
+                self.measured_spans[self.step] = (self.measured_spans[self.step][0], now)
+            if phase == "measure" and step is not None:
+                self.measured_spans[step] = (now, float("inf"))
         self.step, self.phase = step, phase
 
     def begin(
@@ -155,15 +167,15 @@ class StepTracker:
         self.kept.setdefault(int(step), []).append(row)
 
     def note_completion(self, rec: dict[str, Any], now: float | None = None) -> None:
-        """Tally a finished request into the measured window it ended in (and was sent in).
-        A record dated after ``now`` (a worker's clock ahead of the master's) waits until the open
-        window has ended, so it is judged against the window's real end."""
+        """Tally a finished request into the measured windows it was sent in, ended in and
+        received tokens in (:func:`tokenload.metrics.step_tally.tally_record`). A record dated
+        after ``now`` (a worker's clock ahead of the master's) waits until the open window has
+        ended, so it is judged against the window's real end."""
         if rec.get("status") == "cancelled" or rec.get("wall_start") is None:
             if self.kept_fields:
                 self._keep(rec)
             return
-        sent = rec["wall_start"] + (rec.get("send_lag_ms") or 0.0) / 1000.0
-        end = rec["wall_start"] + rec["e2e_ms"] / 1000.0 if rec.get("e2e_ms") is not None else None
+        sent, _, end = record_times(rec)
         now = time.time() if now is None else now
         if max(sent, end or sent) > now and self.windows and self.windows[-1].end is None:
             self._future.append(rec)
@@ -175,24 +187,18 @@ class StepTracker:
             if a is None:
                 continue
             b = w.end if w.end is not None else float("inf")
-            ok = rec.get("status") == "ok"
-            if a <= sent < b:
-                self._done(w.index)["sent"] += 1
-                if ok and rec.get("ttft_ms") is not None:
-                    self.ttft_by_send.setdefault(w.index, []).append((sent, rec["ttft_ms"]))
-            if end is not None and ok and a <= end < b:
+            sent_in, ended_in = tally_record(self._done(w.index), rec, a, b, w.index)
+            if sent_in and rec.get("status") == "ok" and rec.get("ttft_ms") is not None:
+                self.ttft_by_send.setdefault(w.index, []).append((sent, rec["ttft_ms"]))
+            if ended_in:
                 self.ends.setdefault(w.index, []).append(end)
-                d = self._done(w.index)
-                d["requests"] += 1
-                d["input_tokens"] += rec.get("input_tokens") or 0
-                d["output_tokens"] += rec.get("output_tokens") or 0
             if w.start <= min(sent, end if end is not None else sent):
                 break
 
-    def _done(self, index: int) -> dict[str, int]:
+    def _done(self, index: int) -> dict[str, float]:
         d = self.done.get(index)
         if d is None:
-            d = self.done[index] = {"requests": 0, "input_tokens": 0, "output_tokens": 0, "sent": 0}
+            d = self.done[index] = new_tally()
         return d
 
     def note_health(self, by_step: dict[int, Any]) -> None:

@@ -221,6 +221,8 @@ class RunContext:
     def measure_step(self, step: Step, now: float) -> None:
         if self.steps.measure(step.index, now):
             self._announce()
+            if self.scraper is not None:
+                self.scraper.scrape_once()  # the server's counters as the measured part opens
 
     # -- a run without a load shape (plain ``locust -u N -t T``, or the web UI) -------------
     def implicit_step(self, users: int, now: float) -> None:

@@ -28,6 +28,7 @@ from tokenload.loadgen.trace_replay import replays_trace
 from tokenload.metrics.definitions import Timing, compute_timing
 from tokenload.metrics.failures import RequestFailure
 from tokenload.metrics.records import make_record
+from tokenload.metrics.step_tally import tokens_by_step
 from tokenload.workload.errors import PromptCountError, WorkloadError
 from tokenload.workload.plan import PlannedRequest
 from tokenload.workload.seeds import stream_for
@@ -333,6 +334,10 @@ class LLMUser(User):
             first_read_coalesced=out.first_read_coalesced,
             finish_reason=state.finish_reason,
             detail=out.detail,
+        )
+        # Its tokens by arrival in each step's measured part (the step rates count these).
+        record["measured_tokens_by_step"] = tokens_by_step(
+            state.content_times, state.content_tokens, ctx.steps.measured_spans, record["output_tokens"]
         )
         exception = RequestFailure(out.failure_class, out.detail) if out.failure_class else None
         self.environment.events.request.fire(

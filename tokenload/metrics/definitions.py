@@ -19,7 +19,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["FORMULAS", "Timing", "coalesced_first_lateness_ms", "compute_timing", "is_short_output"]
+__all__ = [
+    "FORMULAS",
+    "Timing",
+    "coalesced_first_lateness_ms",
+    "compute_timing",
+    "is_short_output",
+    "tokens_in_window",
+]
 
 FORMULAS: dict[str, str] = {
     "ttft_ms": "TTFT = t_first_content_chunk - t_start",
@@ -32,6 +39,12 @@ FORMULAS: dict[str, str] = {
     "queue_time_ms": "server-side: vllm:request_queue_time_seconds (arrival -> first scheduled)",
     "short_output_share": "short outputs / sized requests: successful requests sent with ignore_eos whose "
     "output_tokens < max_tokens, over successful requests sent with ignore_eos",
+    "output_tokens_per_s": "step output tokens/s = output tokens of ok requests received in the measured "
+    "part / its seconds; a request's first token at t_start + TTFT, its other output_tokens - 1 spread "
+    "evenly over (t_start + TTFT, t_start + E2E]",
+    "input_tokens_per_s": "step input tokens/s = input_tokens of ok requests whose first token arrived in "
+    "the measured part / its seconds (the prompt is consumed by then)",
+    "requests_per_s": "step requests/s = ok requests that ended in the measured part / its seconds",
     "coalesced_first_share": "successful requests whose first content was read with k >= 2 events waiting "
     "and more than 1 ms after its bytes arrived (or with no receive stamp), over successful requests; "
     "such a first token may be dated up to (k - 1) x TPOT late (coalesced_first_late_ms)",
@@ -99,3 +112,22 @@ def compute_timing(
             itl.append(((t - prev) * 1000.0 / k, k))
         prev = t
     return Timing(ttft_ms, e2e_ms, tpot_ms, itl, send_lag_ms)
+
+
+def tokens_in_window(first_s: float, last_s: float, tokens: int, a: float, b: float) -> float:
+    """A request's output tokens received in ``[a, b)`` (``FORMULAS["output_tokens_per_s"]``):
+    its first token at ``first_s``, the other ``tokens - 1`` spread evenly over
+    ``(first_s, last_s]``. A request's records carry its first and last token times, not each
+    token's, so a window edge inside a stream splits its tokens pro rata; summed over requests
+    this counts what arrived in a window even when requests outlive it, where counting a request
+    when it ends puts all its tokens in the window it ended in."""
+    if tokens <= 0:
+        return 0.0
+    first = 1.0 if a <= first_s < b else 0.0
+    rest = tokens - 1
+    if rest == 0:
+        return first
+    if last_s <= first_s:  # every token in one read
+        return float(tokens) if a <= first_s < b else 0.0
+    overlap = min(last_s, b) - max(first_s, a)
+    return first + (rest * overlap / (last_s - first_s) if overlap > 0 else 0.0)

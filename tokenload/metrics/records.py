@@ -38,6 +38,7 @@ RECORD_FIELDS = (
     "itl_max_ms",
     "finish_reason",
     "detail",
+    "measured_tokens_by_step",
 )
 
 

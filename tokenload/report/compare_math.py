@@ -66,6 +66,8 @@ __all__ = [
     "JITTER_MS",
     "LATENCY_METRICS",
     "RATE_METRICS",
+    "TOKENS_BY_ARRIVAL_SINCE",
+    "TOKEN_COUNT_NOTE",
     "Comparison",
     "MetricChange",
     "StepComparison",
@@ -73,6 +75,7 @@ __all__ = [
     "render_markdown",
     "request_samples",
     "step_key",
+    "tokens_by_arrival",
 ]
 
 DEFAULT_TOLERANCE = 0.1
@@ -282,6 +285,19 @@ def _rate_change(
     )
 
 
+#: summary.json version 3 counts a step's tokens as they arrive; earlier ones at completion.
+TOKENS_BY_ARRIVAL_SINCE = 3
+TOKEN_COUNT_NOTE = (
+    "output_tokens_per_s not compared: one run counted a step's tokens when its requests ended "
+    "(summary.json version < 3), the other as they arrived"
+)
+
+
+def tokens_by_arrival(summary: dict[str, Any]) -> bool:
+    """Whether the run's steps count output tokens as they arrived (FORMULAS["output_tokens_per_s"])."""
+    return (summary.get("schema_version") or 1) >= TOKENS_BY_ARRIVAL_SINCE
+
+
 def compare_runs(
     summary_a: dict[str, Any],
     requests_a: list[dict[str, Any]],
@@ -299,6 +315,7 @@ def compare_runs(
     if not (tolerance >= 0 and math.isfinite(tolerance)):
         raise ValueError(f"--tolerance: expected a relative change >= 0 (0.1 = 10 %), got {tolerance:g}")
     rng = np.random.default_rng(seed)
+    mixed_token_counts = tokens_by_arrival(summary_a) != tokens_by_arrival(summary_b)
     by_key_b = {k: s for s in summary_b.get("steps") or [] if (k := step_key(s)) is not None}
     keys_a = []
     steps = []
@@ -346,6 +363,8 @@ def compare_runs(
         bound = [run for run, st in (("A", sa), ("B", sb)) if "client_bound" in (st.get("flags") or [])]
         client_bound = f"client_bound in {' and '.join(bound)}" if bound else None
         for metric in RATE_METRICS:
+            if metric == "output_tokens_per_s" and mixed_token_counts:
+                continue
             ra, rb = _value(sa, metric, None), _value(sb, metric, None)
             interval = None
             if ra is not None and rb is not None:
@@ -368,6 +387,8 @@ def compare_runs(
             for run, st in (("A", sa), ("B", sb))
             if "client_bound" in (st.get("flags") or [])
         ]
+        if mixed_token_counts:
+            notes.append(TOKEN_COUNT_NOTE)
         steps.append(
             StepComparison(
                 key,

@@ -50,6 +50,7 @@ REQUEST_TYPES: dict[str, pa.DataType] = {
     "itl_max_ms": _F64,
     "finish_reason": _STR,
     "detail": _STR,
+    "measured_tokens_by_step": _STR,
 }
 
 

@@ -23,6 +23,7 @@ from tokenload.metrics.histogram import LogHistogram
 from tokenload.metrics.intervals import mean_interval, quantile_interval, share_exceeds
 from tokenload.metrics.precision import targets_met
 from tokenload.metrics.steady import steady_state
+from tokenload.metrics.step_tally import new_tally
 from tokenload.results.run_inputs import RunFacts, StepSources
 from tokenload.servermetrics.summary import tick_series
 
@@ -41,9 +42,12 @@ __all__ = [
 #: 2: steps gained ci95, low_sample_percentiles, short_output_share and unfinished_at_decision;
 #: later, within 2 (fields added, none changed): steady_state, precision, drain and the client's
 #: coalesced_first_share, coalesced_first_late_ms_max and bound_by (version 1 files are read too).
-SCHEMA_VERSION = 2
+#: 3: output_tokens_per_s and input_tokens_per_s count tokens as they arrived in the measured
+#: part (metrics.step_tally), not when their requests ended; steps gained tokens_per_request
+#: (tokenload compare leaves output_tokens_per_s out between a version 3 run and an older one).
+SCHEMA_VERSION = 3
 #: Every schema version this tokenload reads.
-READABLE_SCHEMA_VERSIONS = (1, 2)
+READABLE_SCHEMA_VERSIONS = (1, 2, 3)
 #: Above these the client's own timing is not trusted: the step is flagged ``client_bound``.
 CLIENT_CPU_LIMIT_PERCENT = 90.0
 CLIENT_LAG_LIMIT_MS = 10.0
@@ -82,6 +86,7 @@ _SERVER_KEYS = {
     "iteration_tokens": "iteration_tokens",
     "prefix_cache_hits": "prefix_cache_hits",
     "prefix_cache_queries": "prefix_cache_queries",
+    "scraped_s": "scraped_s",
 }
 
 
@@ -221,9 +226,20 @@ def step_summary(
         # and the percentiles too few requests stand behind (an interval open on a side).
         "ci95": ci,
         "low_sample_percentiles": _low_sample(ci),
+        # FORMULAS["requests_per_s"], ["input_tokens_per_s"], ["output_tokens_per_s"]: requests
+        # that ended in the measured part, tokens that arrived in it (metrics.step_tally).
         "requests_per_s": done["requests"] / span,
-        "input_tokens_per_s": done["input_tokens"] / span,
-        "output_tokens_per_s": done["output_tokens"] / span,
+        "input_tokens_per_s": done["input_tokens_received"] / span,
+        "output_tokens_per_s": done["output_tokens_received"] / span,
+        # Means over the ok requests that ended in the measured part (null when none did).
+        "tokens_per_request": (
+            {
+                "input": done["input_tokens"] / done["requests"],
+                "output": done["output_tokens"] / done["requests"],
+            }
+            if done["requests"]
+            else None
+        ),
         # Open loop: requests sent in the measured part per second, against the target.
         "achieved_rate_rps": done["sent"] / span if window.target_rate_rps is not None else None,
         "queued_for_user_share": queued_share if sent else None,
@@ -285,7 +301,7 @@ def step_summaries(src: StepSources) -> list[dict[str, Any]]:
     tracker = src.tracker
     windows = [w for w in tracker.windows if w.end is not None or w is tracker.windows[-1]]
     spans = [(w.measure_start or w.start, w.end or time.time()) for w in windows]
-    empty = {"requests": 0, "input_tokens": 0, "output_tokens": 0, "sent": 0}
+    empty = new_tally()
     points = src.points
     steps = []
     for w, (a, b) in zip(windows, spans, strict=True):

@@ -22,6 +22,7 @@ from tokenload.loadgen.phases import StepWindow
 from tokenload.metrics.aggregate import LLMStats
 from tokenload.metrics.definitions import compute_timing
 from tokenload.metrics.records import itl_summary
+from tokenload.metrics.step_tally import new_tally, tally_record, tokens_by_step
 from tokenload.servermetrics.parse import parse_page
 from tokenload.servermetrics.summary import summarize_window
 from tokenload.sim.engine import EngineConfig, SimEngine
@@ -240,18 +241,18 @@ def virtual_sweep(
     steps = []
     for w in windows:
         stats = LLMStats()
-        done = {"requests": 0, "input_tokens": 0, "output_tokens": 0, "sent": 0}
+        done = new_tally()
+        sent = 0
         for rec, req in zip(records, run.requests, strict=True):
             if rec["step"] == w.index and rec["_t_sent"] >= w.measure_start:
-                done["sent"] += 1
+                sent += 1
                 if req.finished:
                     stats.record(rec, rec["_itl"])
                 else:  # still streaming when the drain bound ran out: abandoned, as a real run's
                     stats.cancelled += 1
-            if req.finished and w.measure_start <= req.token_times_s[-1] < w.end:
-                done["requests"] += 1
-                done["input_tokens"] += req.num_prompt_tokens
-                done["output_tokens"] += req.num_output_tokens
+            if req.finished:  # what ended, and the tokens that arrived, in the measured part
+                tally_record(done, rec, w.measure_start, w.end, w.index)  # type: ignore[arg-type]
+        done["sent"] = sent  # by the step the request belongs to, abandoned ones included
         server = summarize_window(points, w.measure_start, w.end)  # type: ignore[arg-type]
         steps.append(step_summary(w, stats, done, server, None, []))
     for rec in records:
@@ -301,6 +302,17 @@ def _record(
         "send_queued": queued,
         "finish_reason": req.finish_reason,
         **itl_summary(timing.itl_ms),
+        # As the client counts them: its tokens by arrival in each step's measured part.
+        "measured_tokens_by_step": tokens_by_step(
+            req.token_times_s,
+            [1] * len(req.token_times_s),
+            {
+                w.index: (w.measure_start, w.end)
+                for w in windows
+                if w.measure_start is not None and w.end is not None
+            },
+            req.num_output_tokens,
+        ),
         "_itl": timing.itl_ms,
         "_t_sent": intended,
     }
