@@ -337,7 +337,11 @@ class LLMUser(User):
         )
         # Its tokens by arrival in each step's measured part (the step rates count these).
         record["measured_tokens_by_step"] = tokens_by_step(
-            state.content_times, state.content_tokens, ctx.steps.measured_spans, record["output_tokens"]
+            state.content_times,
+            state.content_tokens,
+            ctx.steps.measured_spans,
+            record["output_tokens"],
+            state.chunk_tokens,
         )
         exception = RequestFailure(out.failure_class, out.detail) if out.failure_class else None
         self.environment.events.request.fire(

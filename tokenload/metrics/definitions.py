@@ -40,7 +40,8 @@ FORMULAS: dict[str, str] = {
     "short_output_share": "short outputs / sized requests: successful requests sent with ignore_eos whose "
     "output_tokens < max_tokens, over successful requests sent with ignore_eos",
     "output_tokens_per_s": "step output tokens/s = output tokens of ok requests received in the measured "
-    "part / its seconds; a request's first token at t_start + TTFT, its other output_tokens - 1 spread "
+    "part / its seconds, each content chunk's k_i counted when it arrived (scaled to usage); a record "
+    "without its chunks' counts: its first token at t_start + TTFT, the other output_tokens - 1 spread "
     "evenly over (t_start + TTFT, t_start + E2E]",
     "input_tokens_per_s": "step input tokens/s = input_tokens of ok requests whose first token arrived in "
     "the measured part / its seconds (the prompt is consumed by then)",

@@ -78,16 +78,18 @@ def tokens_by_step(
     content_tokens: Sequence[int],
     spans: dict[int, tuple[float, float]],
     output_tokens: int,
+    chunk_tokens: int | None = None,
 ) -> dict[str, float]:
     """The output tokens a request received in each step's measured part: its content chunks'
     tokens by their arrival times (``content_times``, the clock of ``spans``: perf_counter
     seconds), scaled so they sum to ``output_tokens`` (the server's usage count, when it differs
-    from the chunks'). Keys are step indices as strings; {} when no chunk fell in a span."""
+    from the chunks'; ``chunk_tokens``: their sum, when the caller has it). Keys are step indices
+    as strings; {} when no chunk fell in a span."""
     out: dict[str, float] = {}
     if not content_times or not spans:
         return out
     first, last = content_times[0], content_times[-1]
-    chunk_total = sum(content_tokens)
+    chunk_total = sum(content_tokens) if chunk_tokens is None else chunk_tokens
     scale = output_tokens / chunk_total if chunk_total else 0.0
     for step, (a, b) in spans.items():
         if b <= first or a > last:

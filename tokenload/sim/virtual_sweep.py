@@ -312,6 +312,7 @@ def _record(
                 if w.measure_start is not None and w.end is not None
             },
             req.num_output_tokens,
+            len(req.token_times_s),
         ),
         "_itl": timing.itl_ms,
         "_t_sent": intended,
