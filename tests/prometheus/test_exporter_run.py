@@ -158,6 +158,12 @@ def test_metrics_move_during_the_run(exporter_run: Run) -> None:
     assert workers == {"master", "w0"}, workers
     counts = [f["tokenload_ttft_seconds"][("tokenload_ttft_seconds_count", ())] for f in during]
     assert counts == sorted(counts) and counts[-1] > counts[0]
+    # Tokens as they arrived (in-flight streams included) never fall behind the tokens of the
+    # requests that ended: each worker report carries both (the mock's usage is its chunk count).
+    arrived = [_one(f, "tokenload_output_tokens_arrived") for f in during]
+    ended = [_one(f, "tokenload_output_tokens") for f in during]
+    assert arrived == sorted(arrived) and arrived[-1] > 0
+    assert all(a >= e for a, e in zip(arrived, ended, strict=True)), list(zip(arrived, ended, strict=True))
 
 
 def test_counts_equal_the_records_at_the_same_moment(exporter_run: Run) -> None:

@@ -88,6 +88,10 @@ def _ctx(runner: Any) -> SimpleNamespace:
     )
 
 
+class _Stream:
+    chunk_tokens = 0
+
+
 def _health(cpu: float = 12.5, lag: float = 0.004) -> Any:
     return SimpleNamespace(cpu_percent=cpu, loop_lag_s=lag)
 
@@ -119,6 +123,14 @@ def test_the_collector_reads_the_run_context() -> None:
     failed = {dict(k[1])["failure_class"] for k in req if dict(k[1])["status"] == "failed"}
     assert failed == set(FAILURE_CLASSES)  # every class, 0 until it happens: rate() works from the start
     assert fams["tokenload_output_tokens"].samples[0].value == 22
+    assert fams["tokenload_output_tokens_arrived"].samples[0].value == 0  # no stream went through the fleet
+    stream = _Stream()
+    stream.chunk_tokens = 7
+    ctx.fleet.started(None, stream)  # in progress: counted already
+    ctx.fleet.note_report("w0", {"arrived_tokens": 30})
+    arrived = _scrape(exporter)["tokenload_output_tokens_arrived"]
+    assert arrived.samples[0].value == 37
+    ctx.fleet.ended(None, stream)
     assert fams["tokenload_input_tokens"].samples[0].value == 400
     assert fams["tokenload_requests_in_flight"].samples[0].value == 0
     assert _samples(fams["tokenload_process_cpu_percent"]) == {

@@ -32,3 +32,40 @@ def test_this_process_counts_its_own_requests_with_the_workers() -> None:
     assert fleet.in_flight_total({"w0"}) == 6
     fleet.ended(1)
     assert fleet.measured_in_flight == {1: 1} and fleet.in_flight == 1
+
+
+class _Stream:
+    def __init__(self) -> None:
+        self.chunk_tokens = 0
+
+
+def test_arrived_tokens_count_streams_in_progress_and_never_go_back() -> None:
+    fleet, a, b = Fleet(), _Stream(), _Stream()
+    fleet.started(1, a)
+    fleet.started(None, b)
+    a.chunk_tokens, b.chunk_tokens = 40, 5
+    assert fleet.arrived_tokens() == 45  # before either ended
+    fleet.ended(1, a)
+    a.chunk_tokens = 1000  # a state read after it ended is not counted again
+    assert fleet.arrived_tokens() == 45 and fleet.streams == {b}
+    b.chunk_tokens = 9
+    fleet.ended(None, b)  # a failed or cancelled stream's tokens did arrive
+    assert fleet.arrived_tokens() == 49 and fleet.ended_tokens == 49
+    fleet.ended(None, b)  # ended twice (never by LLMUser.send): counted once
+    assert fleet.arrived_tokens() == 49
+
+
+def test_a_master_sums_its_workers_arrived_tokens_lost_ones_included() -> None:
+    master, w0, w1 = Fleet(), Fleet(), Fleet()
+    s0, s1 = _Stream(), _Stream()
+    w0.started(None, s0)
+    w1.started(None, s1)
+    s0.chunk_tokens, s1.chunk_tokens = 10, 20
+    master.note_report("w0", w0.live_report())
+    master.note_report("w1", w1.live_report())
+    assert master.arrived_tokens_total() == 30
+    s0.chunk_tokens = 25
+    master.note_report("w0", w0.live_report())
+    assert master.arrived_tokens_total() == 45  # w1 stopped reporting (lost): its 20 stay
+    master.note_report("w2", {"in_flight": 0})  # a report without the count adds nothing
+    assert master.arrived_tokens_total() == 45

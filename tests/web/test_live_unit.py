@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from flask import Flask
 
+from tokenload.loadgen.fleet import Fleet
 from tokenload.loadgen.phases import StepTracker
 from tokenload.loadgen.step_plan import StepPlan
 from tokenload.loadgen.steps import Step
@@ -53,6 +54,7 @@ class _Ctx:
 
     def __init__(self, state: str = "running") -> None:
         self.stats = LLMStats()
+        self.fleet = Fleet()
         self.steps = StepTracker()
         self.plan = StepPlan()
         self.scraper: _Scraper | None = _Scraper()
@@ -94,17 +96,33 @@ def test_window_histogram_is_the_histogram_of_the_new_values() -> None:
         assert got == pytest.approx(bucketed, rel=0.011), q
 
 
+class _Stream:
+    """A stream in progress as the fleet reads it (client.openai_stream.StreamState's count)."""
+
+    def __init__(self) -> None:
+        self.chunk_tokens = 0
+
+
+def _finish(ctx: _Ctx, rec: dict[str, Any]) -> None:
+    """One request, start to end, as LLMUser.send counts it: the fleet, then the stats."""
+    stream = _Stream()
+    ctx.fleet.started(None, stream)
+    stream.chunk_tokens = rec["output_tokens"]
+    ctx.fleet.ended(None, stream)
+    ctx.stats.record(rec, [])
+
+
 def test_client_points_cover_the_last_window_and_survive_a_reset() -> None:
     ctx = _Ctx()
     live = LiveSeries(ctx, window_s=5.0)
     live.tick(0.0)  # the baseline
     assert len(live.client) == 0
     for _ in range(10):
-        ctx.stats.record(_rec(100.0, 20.0), [])
+        _finish(ctx, _rec(100.0, 20.0))
     live.tick(1.0)
     for _ in range(10):
-        ctx.stats.record(_rec(400.0, 50.0), [])
-    ctx.stats.record(_rec(1.0, 1.0, failure="http_5xx"), [])
+        _finish(ctx, _rec(400.0, 50.0))
+    _finish(ctx, _rec(1.0, 1.0, failure="http_5xx"))
     live.tick(2.0)
     cols = live.client.since(None)
     assert cols["t"] == [1.0, 2.0]
@@ -120,11 +138,45 @@ def test_client_points_cover_the_last_window_and_survive_a_reset() -> None:
     assert cols["ttft_p50"][-1] is None and cols["output_tokens_per_s"][-1] == 0.0
     # stats replaced (a reset): a new baseline, never a negative rate
     ctx.stats = LLMStats()
-    ctx.stats.record(_rec(50.0, 5.0), [])
+    _finish(ctx, _rec(50.0, 5.0))
     live.tick(9.0)
     live.tick(10.0)
     assert min(v for v in live.client.cols["output_tokens_per_s"] if v is not None) >= 0
     assert live.client.since(8.5)["t"] == [10.0]
+
+
+def test_output_tokens_per_s_counts_a_long_stream_while_it_runs() -> None:
+    """A 12 s stream at 50 tokens/s, sampled each second with a 5 s window: the rate is its
+    50 tokens/s from the first full window on, not 0 while it runs and 120 when it ends (the
+    count at completion)."""
+    ctx = _Ctx()
+    live = LiveSeries(ctx, window_s=5.0)
+    stream = _Stream()
+    live.tick(0.0)
+    ctx.fleet.started(3, stream)
+    for t in range(1, 13):
+        stream.chunk_tokens += 50
+        live.tick(float(t))
+    ctx.fleet.ended(3, stream)
+    ctx.stats.record(_rec(20.0, 20.0, out=600), [])
+    live.tick(13.0)
+    rates = live.client.since(None)["output_tokens_per_s"]
+    assert rates[4:12] == [pytest.approx(50.0)] * 8, rates  # t = 5..12 s: full 5 s windows
+    assert rates[12] == pytest.approx(40.0)  # t = 13 s: the last 50 tokens left the window
+    assert ctx.fleet.arrived_tokens() == 600 and ctx.fleet.streams == set()
+
+
+def test_a_masters_output_rate_sums_its_workers_reports() -> None:
+    ctx, worker = _Ctx(), Fleet()
+    live = LiveSeries(ctx, window_s=4.0)
+    stream = _Stream()
+    worker.started(None, stream)
+    live.tick(0.0)
+    for t in (3.0, 6.0):  # a worker reports every 3 s; each report carries its tokens so far
+        stream.chunk_tokens += 90
+        ctx.fleet.note_report("w0", worker.live_report())
+        live.tick(t)
+    assert live.client.since(None)["output_tokens_per_s"] == [pytest.approx(30.0)] * 2
 
 
 def test_no_client_points_while_idle_but_one_after_the_stop() -> None:

@@ -148,8 +148,13 @@ class Exporter:
         yield requests
         yield CounterMetricFamily(
             "tokenload_output_tokens",
-            "Output tokens received (server usage, else chunks)",
+            "Output tokens of requests that ended (server usage, else chunks)",
             value=total.output_tokens,
+        )
+        yield CounterMetricFamily(
+            "tokenload_output_tokens_arrived",
+            "Output tokens received so far, streams in progress included (chunks, as they arrived)",
+            value=ctx.fleet.arrived_tokens_total(),
         )
         yield CounterMetricFamily(
             "tokenload_input_tokens", "Prompt tokens sent (server usage)", value=total.input_tokens

@@ -1,15 +1,26 @@
 """What a Locust process knows of the run's requests in flight and of its workers: this
 process's own counts, and on the master each worker's as of its latest report. Pure (no Locust,
 no I/O): loadgen/transport.py feeds it from the workers' reports, loadgen/user.py counts this
-process's requests, and the shapes ask it whether a step's requests are all in."""
+process's requests, and the shapes ask it whether a step's requests are all in.
+
+It also counts the output tokens that have arrived, in-flight streams included
+(:meth:`Fleet.arrived_tokens`), for the live page's and the exporter's tokens/s: a count taken
+only as requests end puts all of a long stream's tokens in the second it ended."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["Fleet"]
+__all__ = ["Fleet", "TokenCount"]
+
+
+class TokenCount(Protocol):
+    """A stream in progress, as the fleet reads it (client.openai_stream.StreamState is one)."""
+
+    @property
+    def chunk_tokens(self) -> int: ...
 
 
 @dataclass(slots=True)
@@ -22,6 +33,13 @@ class Fleet:
     #: report.
     worker_measured_in_flight: dict[str, dict[int, int]] = field(default_factory=dict)
     worker_in_flight: dict[str, int] = field(default_factory=dict)
+    #: This process's streams in progress, by identity, each with the tokens it has received.
+    streams: set[TokenCount] = field(default_factory=set)
+    #: Output tokens received by this process's streams that have ended (counted by chunk).
+    ended_tokens: int = 0
+    #: On the master: each worker's :meth:`arrived_tokens` as of its latest report (lost workers'
+    #: stay: their tokens did arrive).
+    worker_arrived_tokens: dict[str, int] = field(default_factory=dict)
     #: On the master: every worker that sent a report.
     workers_seen: set[str] = field(default_factory=set)
     #: On the master: workers lost mid-run (loadgen/workers.py), for summary.json.
@@ -31,15 +49,21 @@ class Fleet:
     #: On the master: the workers the current rate step's schedule was split over, by slot.
     announced_workers: list[str] = field(default_factory=list)
 
-    def started(self, step: int | None) -> None:
-        """A request was sent; ``step`` when it started in that step's measured part."""
+    def started(self, step: int | None, stream: TokenCount | None = None) -> None:
+        """A request was sent; ``step`` when it started in that step's measured part; ``stream``
+        its state, whose tokens count as they arrive."""
         self.in_flight += 1
+        if stream is not None:
+            self.streams.add(stream)
         if step is not None:
             self.measured_in_flight[step] = self.measured_in_flight.get(step, 0) + 1
 
-    def ended(self, step: int | None) -> None:
-        """The request :meth:`started` with ``step`` ended (however it ended)."""
+    def ended(self, step: int | None, stream: TokenCount | None = None) -> None:
+        """The request :meth:`started` with ``step`` (and ``stream``) ended (however it ended)."""
         self.in_flight -= 1
+        if stream is not None and stream in self.streams:
+            self.streams.discard(stream)
+            self.ended_tokens += stream.chunk_tokens
         if step is not None:
             left = self.measured_in_flight[step] - 1
             if left:
@@ -59,6 +83,8 @@ class Fleet:
             int(step): int(n) for step, n in live.get("measured_in_flight") or []
         }
         self.worker_in_flight[worker] = int(live.get("in_flight") or 0)
+        if "arrived_tokens" in live:
+            self.worker_arrived_tokens[worker] = int(live["arrived_tokens"])
 
     def live_report(self) -> dict[str, Any]:
         """This process's counts as a worker sends them ([step, n] pairs: msgpack maps want
@@ -66,7 +92,18 @@ class Fleet:
         return {
             "in_flight": self.in_flight,
             "measured_in_flight": [[step, n] for step, n in self.measured_in_flight.items()],
+            "arrived_tokens": self.arrived_tokens(),
         }
+
+    def arrived_tokens(self) -> int:
+        """Output tokens this process has received so far, counted by chunk as they arrived:
+        those of ended streams and those of the streams in progress. Never decreases."""
+        return self.ended_tokens + sum(s.chunk_tokens for s in self.streams)
+
+    def arrived_tokens_total(self) -> int:
+        """:meth:`arrived_tokens` of this process plus every worker's as of its latest report
+        (a master's own count is zero; a worker's lags its report interval, 3 s)."""
+        return self.arrived_tokens() + sum(self.worker_arrived_tokens.values())
 
     def unfinished(self, step: int, live_workers: Collection[str] = ()) -> int:
         """Requests started in ``step``'s measured part not yet ended: this process's, plus each

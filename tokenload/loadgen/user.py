@@ -291,7 +291,7 @@ class LLMUser(User):
         # step whose schedule it came from. Only an iteration's first request is scheduled.
         step, phase, slot = self._take_slot()
         counted = step if phase == "measure" and step is not None else None
-        self.ctx.fleet.started(counted)
+        self.ctx.fleet.started(counted, state)
         try:
             out = self.target.stream(self.path, body, state)
         except GreenletExit:
@@ -302,7 +302,7 @@ class LLMUser(User):
         finally:
             # No yield from here until the record is queued (below): a worker report never
             # shows the request ended without its record.
-            self.ctx.fleet.ended(counted)
+            self.ctx.fleet.ended(counted, state)
         intended = slot.intended if slot is not None else None
         timing = compute_timing(
             out.t_start, state.content_times, state.content_tokens, out.t_end, state.output_tokens, intended

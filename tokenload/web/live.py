@@ -8,7 +8,10 @@ percentiles come from the bucket-count difference between now and the snapshot `
 <= 1 % relative error), and its rates from the count differences over the same span. So every
 point is "the requests counted in the last ``window_s`` seconds": a request is counted when it
 finished, on a master when its worker reported it (every 3 s), which is why a master's window
-is longer. Nothing is averaged across workers or intervals.
+is longer. Output tokens/s is the exception: it counts tokens as they arrived, in-flight streams
+included (``ctx.fleet.arrived_tokens_total()``, chunks counted by each process and sent with its
+reports), so a stream longer than the window shows in the rate while it runs, not all at once
+when it ends. Nothing is averaged across workers or intervals.
 
 Server series (one point per scrape tick of ``ctx.scraper``, read incrementally): gauges as
 ``tick_series`` combines replicas (ratios averaged, counts summed); counters per target, turned
@@ -82,18 +85,18 @@ class _Snap:
     stats_id: int
     ok: int
     failed: int
-    output_tokens: int
+    arrived_tokens: int
     hists: dict[str, tuple[dict[int, int], int, int]]  # buckets, zero count, count
 
 
-def _snap(stats: Any, t: float) -> _Snap:
+def _snap(stats: Any, arrived_tokens: int, t: float) -> _Snap:
     total = stats.total
     return _Snap(
         t=t,
         stats_id=id(stats),
         ok=total.ok,
         failed=sum(total.failures.values()),
-        output_tokens=total.output_tokens,
+        arrived_tokens=arrived_tokens,
         hists={
             m: (dict(total.hist[m].buckets), total.hist[m].zero_count, total.hist[m].count)
             for m in _HIST_METRICS
@@ -231,7 +234,7 @@ class LiveSeries(GreenletTask):
     # -- the client's side ---------------------------------------------------------------------
     def sample_client(self, now: float) -> None:
         stats = self.ctx.stats
-        snap = _snap(stats, now)
+        snap = _snap(stats, self.ctx.fleet.arrived_tokens_total(), now)
         snaps = self._snaps
         if snaps and _is_reset(snap, snaps[-1]):
             snaps.clear()  # stats were reset (a new test, or reset_stats): start a new baseline
@@ -251,7 +254,7 @@ class LiveSeries(GreenletTask):
             h = window_histogram(snap.hists[m], old.hists[m], rel)
             row[f"{key}_p50"] = _r(h.quantile(0.5))
             row[f"{key}_p99"] = _r(h.quantile(0.99))
-        row["output_tokens_per_s"] = _r((snap.output_tokens - old.output_tokens) / span)
+        row["output_tokens_per_s"] = _r(max(0, snap.arrived_tokens - old.arrived_tokens) / span)
         row["requests_per_s"] = _r((snap.ok - old.ok) / span, 3)
         row["failures_per_s"] = _r((snap.failed - old.failed) / span, 3)
         row["window_requests"] = snap.ok - old.ok

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from locust.env import Environment
 
+    from tokenload.loadgen.fleet import Fleet
     from tokenload.loadgen.phases import StepTracker
     from tokenload.loadgen.step_plan import StepPlan
     from tokenload.metrics.aggregate import LLMStats
@@ -22,6 +23,7 @@ class LiveSource(Protocol):
     """What the live page reads of a run: :class:`tokenload.loadgen.plugin.RunContext` is one."""
 
     stats: LLMStats
+    fleet: Fleet
     steps: StepTracker
     plan: StepPlan
     scraper: Scraper | None
