@@ -7,6 +7,7 @@ from __future__ import annotations
 from tokenload.analysis.judge import judge_steps
 from tokenload.servermetrics.parse import parse_page
 from tokenload.sim.oracle import SATURATION_GAIN, judge_level
+from tokenload.sim.profile import load_profile
 from tokenload.sim.virtual_sweep import VirtualSchedule, VirtualWorkload, virtual_sweep
 
 A40 = "a40-qwen2.5-7b"
@@ -198,3 +199,32 @@ def test_a_batch_pinned_at_a_cap_below_a_cache_with_room_is_not_kv_capacity() ->
     assert "kv_capacity" not in str(verdict["evidence"]), verdict["evidence"]
     # The evidence says why a cache full at its peaks was not the bound.
     assert any("a cap holds the batch, not the cache" in e["rule"] for e in verdict["evidence"])
+
+
+def test_an_api_server_that_holds_the_load_back_is_frontend() -> None:
+    # 20 ms of one API process per request (a profile that sets api_request_cpu_s): past 50
+    # requests/s more users wait in front of the engine, whose batch stays put. The step model
+    # of the engine alone says more load would pay; the running count across steps says the
+    # engine never sees it.
+    profile = load_profile("h100-llama3.1-8b").model_copy(update={"api_request_cpu_s": 0.02})
+    workload = VirtualWorkload("lognormal:mean=128,sigma=0.6", "lognormal:mean=32,sigma=0.6", seed=4)
+    schedule = VirtualSchedule(concurrency=(16, 32, 64), step_duration_s=20.0, warmup=0.25)
+    steps, _ = judge_steps(virtual_sweep(profile, None, workload, schedule).steps)
+    top = steps[-1]["verdict"]
+    assert top["bottleneck"] == "frontend" and top["decided_by"] == "requests_running max", top
+    assert all(e["value"] is not None for e in top["evidence"])
+    truth = judge_level(profile, None, workload, concurrency=64, duration_s=40.0, warmup_s=10.0)
+    assert truth.label == "frontend" and truth.gains["api_server_count"] > 0.5, truth
+
+
+def test_a_fixed_frontend_latency_is_not_a_frontend_bottleneck() -> None:
+    # The same requests with no API server queue but a fixed 20 ms before the engine (the H200
+    # profile's fitted frontend_request_s is such a latency): more users reach the engine, its
+    # batch grows, nothing is held back.
+    profile = load_profile("h100-llama3.1-8b").model_copy(update={"frontend_request_s": 0.02})
+    workload = VirtualWorkload("lognormal:mean=128,sigma=0.6", "lognormal:mean=32,sigma=0.6", seed=4)
+    schedule = VirtualSchedule(concurrency=(16, 32, 64), step_duration_s=20.0, warmup=0.25)
+    steps, _ = judge_steps(virtual_sweep(profile, None, workload, schedule).steps)
+    assert all(s["verdict"]["bottleneck"] != "frontend" for s in steps), [s["verdict"] for s in steps]
+    running = [s["server"]["requests_running"]["mean"] for s in steps]
+    assert running[2] > 2 * running[0], running

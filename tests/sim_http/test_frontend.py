@@ -3,6 +3,7 @@ which the server's TTFT counts and its queue time does not."""
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -38,3 +39,48 @@ def test_frontend_request_time_delays_every_request(start_sim, tmp_path: Path) -
     # host's doing, moves it; a clean CI run of 2026-12-02 read 0.3120 - 0.0121 = 0.29994.)
     assert times["slow"] >= 0.3, times
     assert ttft >= 2 * 0.3 and queue < 0.3, (ttft, queue)
+
+
+def _together(url: str, n: int) -> None:
+    """``n`` one-token requests sent at the same moment (threads behind a barrier)."""
+    barrier = threading.Barrier(n)
+    statuses: list[int] = []
+
+    def one() -> None:
+        barrier.wait(timeout=10)
+        statuses.append(http_json(url + "/v1/completions", {"prompt": "hi", "max_tokens": 1})[0])
+
+    threads = [threading.Thread(target=one) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert statuses == [200] * n
+
+
+def test_api_server_processes_serve_requests_one_at_a_time(start_sim, tmp_path: Path) -> None:
+    # 200 ms of an API process per request (api_request_cpu_s): six requests sent at once reach
+    # the engine one at a time through one process, two at a time through two.
+    base = load_profile("h100-llama3.1-8b")
+    busy = tmp_path / "busy-api.yaml"
+    busy.write_text(
+        yaml.safe_dump(base.model_copy(update={"api_request_cpu_s": 0.2}).model_dump(mode="json"))
+    )
+    for processes in (1, 2):
+        sim = start_sim("--profile", str(busy), "--api-server-count", str(processes))
+        _together(sim.url, 6)
+        traces = sim.traces()
+        scheduled = sorted(t["first_scheduled_s"] for t in traces)
+        arrived = max(t["arrival_s"] for t in traces) - min(t["arrival_s"] for t in traces)
+        assert len(scheduled) == 6 and arrived < 0.2, arrived  # all six were in line together
+        # A process takes the next request only when done with the last: 200 ms apart.
+        apart = [b - a for a, b in zip(scheduled, scheduled[processes:], strict=False)]
+        assert min(apart) >= 0.2 * 0.98, apart
+        span = scheduled[-1] - scheduled[0]
+        if processes == 1:
+            assert span >= 5 * 0.2 * 0.98, span
+        else:  # two at a time: two rounds fewer than one process needs
+            assert span < 5 * 0.2 - 0.2, span
+        # The server's TTFT counts that wait from each arrival; the engine's queue time does not.
+        assert sim.get("vllm:time_to_first_token_seconds_sum") >= 0.2 * 6
+        assert sim.get("vllm:request_queue_time_seconds_sum") < 0.2

@@ -43,6 +43,7 @@ from tokenload.analysis.headroom import (
     kv_bound,
     kv_room_requests,
     plateau,
+    running_flat,
     step_model,
 )
 from tokenload.analysis.signals import StepSignals, load_of, signals
@@ -363,12 +364,36 @@ def _frontend(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> list[di
     ]
 
 
+def _rule_held_before_engine(
+    sig: StepSignals, step: dict[str, Any], th: Thresholds
+) -> tuple[str, list[dict]] | None:
+    """The API server holds the load back: more users brought the engine no more requests
+    (running flat across steps, :func:`running_flat`) though none wait in its queue, and the
+    server's TTFT goes mostly neither to its queue nor to prefill (:func:`_frontend`). Saturated
+    as measured, whatever a model of the engine's step says more load would buy: the engine
+    never sees that load."""
+    frontend = _frontend(sig, step, th)
+    if frontend is None or not running_flat(sig, th) or sig.prev_running_max is None:
+        return None
+    grew = sig.running_max / sig.prev_running_max if sig.prev_running_max else float("inf")
+    return "frontend", [
+        _ev(
+            "requests_running max",
+            _r(sig.running_max),
+            f"grew {grew:.2f}x for {sig.load_growth:.2f}x the load with nothing waiting: the "
+            "engine got no more requests",
+        ),
+        *frontend,
+    ]
+
+
 #: The rules in the order they are tried; the first that decides gives the verdict.
 RULES: tuple[tuple[str, Rule], ...] = (
     ("server queue grew past a lagging client", _rule_queue_grew),
     ("client_bound flag", _rule_client),
     ("worker_lost flag", _rule_worker_lost),
     ("failed share", _rule_errors),
+    ("requests held before the engine", _rule_held_before_engine),
     ("saturation and the resource that binds", _rule_saturated),
 )
 

@@ -20,6 +20,7 @@ __all__ = [
     "kv_room_requests",
     "plateau",
     "queued",
+    "running_flat",
     "step_model",
 ]
 
@@ -57,18 +58,23 @@ def kv_room_requests(sig: StepSignals) -> float | None:
     return (1.0 - sig.kv_mean) / (sig.kv_mean / sig.running_mean)
 
 
-def plateau(sig: StepSignals, th: Thresholds) -> bool:
-    """Running requests stopped growing across steps while the load grew and requests wait."""
+def running_flat(sig: StepSignals, th: Thresholds) -> bool:
+    """Running requests stopped growing across steps while the load grew (``plateau_growth``,
+    ``plateau_load_growth``), and held steady within the step."""
     if sig.running_max is None or sig.prev_running_max is None or not sig.load_growth:
         return False
     grew = sig.running_max / sig.prev_running_max - 1 if sig.prev_running_max else float("inf")
     steady = sig.running_mean is None or sig.running_max - sig.running_mean <= 0.25 * sig.running_max
     return (
-        sig.waiting_mean > th.waiting_mean
-        and sig.load_growth >= th.plateau_load_growth
+        sig.load_growth >= th.plateau_load_growth
         and steady
         and (grew <= th.plateau_growth or grew < 0.25 * (sig.load_growth - 1))
     )
+
+
+def plateau(sig: StepSignals, th: Thresholds) -> bool:
+    """Running requests stopped growing across steps while the load grew and requests wait."""
+    return sig.waiting_mean > th.waiting_mean and running_flat(sig, th)
 
 
 def queued(sig: StepSignals, th: Thresholds) -> bool:

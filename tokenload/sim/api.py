@@ -16,6 +16,7 @@ from typing import IO, Any
 import gevent
 
 from tokenload.serving.http import Connection, HTTPServer, Request
+from tokenload.sim.apiserver import APIServer
 from tokenload.sim.engine import SimEngine
 from tokenload.sim.errors import APIError
 from tokenload.sim.faults import FaultPlan
@@ -40,6 +41,11 @@ class SimAPI:
         self.engine = engine
         self.metrics = metrics
         self.loop = EngineLoop(engine)
+        profile = engine.profile
+        #: The API server's processes as CPU that requests queue for (tokenload.sim.apiserver).
+        self.api_server = APIServer(
+            engine.config.api_server_count, profile.api_request_cpu_s, profile.api_prompt_token_cpu_s
+        )
         self.faults = faults
         self.trace = trace
         self.model = engine.model_name
@@ -240,11 +246,14 @@ class SimAPI:
                 headers={"retry-after": str(self.faults.cfg.retry_after_s)},
             )
             return
-        frontend_s = self.engine.profile.frontend_request_s
+        # The API server's time on the request: its processes' queue and CPU (the profile's
+        # api_*_cpu_s, in arrival order), then the profile's fixed frontend_request_s.
+        ready_s = self.api_server.admit(req.arrival_s, sum(len(p) for p in prompts))
+        ready_s += self.engine.profile.frontend_request_s
         queued_s = None
-        if frontend_s > 0:
-            gevent.sleep(frontend_s)  # the API server's own time on the request (the profile's)
-            queued_s = time.perf_counter()
+        if ready_s > req.arrival_s:
+            gevent.sleep(max(0.0, ready_s - time.perf_counter()))
+            queued_s = max(ready_s, time.perf_counter())
         rid_base = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
         sub_ids = [rid_base if len(prompts) == 1 else f"{rid_base}-{i}" for i in range(len(prompts))]
         sink_cls = StreamSink if stream else CollectSink

@@ -76,6 +76,12 @@ class EngineConfig(BaseModel):
     enable_prefix_caching: bool = Field(
         default=False, description="Reuse cached KV blocks of shared prefixes."
     )
+    api_server_count: int = Field(
+        default=1,
+        gt=0,
+        description="API server processes in front of the engine (vLLM's --api-server-count); "
+        "matters where the profile gives the API server a CPU cost per request.",
+    )
     seed: int = Field(default=0, description="Seeds output lengths and generated text.")
     output_len: OutputLenConfig = Field(default_factory=OutputLenConfig)
 

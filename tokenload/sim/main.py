@@ -50,6 +50,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--block-size", type=int, default=None)
     g.add_argument("--gpu-memory-utilization", type=float, default=None)
     g.add_argument("--enable-prefix-caching", action="store_true", default=None)
+    g.add_argument(
+        "--api-server-count",
+        type=int,
+        default=None,
+        help="API server processes (vLLM's flag; default 1): each serves requests one at a time for the "
+        "profile's api_request_cpu_s + api_prompt_token_cpu_s x prompt tokens",
+    )
     g.add_argument("--seed", type=int, default=0)
     g.add_argument(
         "--output-len",
@@ -126,6 +133,7 @@ def engine_setup(args: argparse.Namespace) -> tuple[Any, Any]:
         "block_size",
         "gpu_memory_utilization",
         "enable_prefix_caching",
+        "api_server_count",
     ):
         value = getattr(args, name)
         if value is not None:

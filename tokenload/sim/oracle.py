@@ -20,11 +20,13 @@ Definitions (one place; the README's analysis section quotes them):
   offered (85-103 % on the bench's grid), so no relaxation could gain 10 % there however much
   capacity it adds; at twice the rate the server runs at its capacity, which is what a
   relaxation changes. A closed loop's throughput is not capped by its load (a faster server
-  completes more turns of the same users), so it is relaxed at its own level. The API
-  server's terms of a profile (``frontend_request_s``, a latency, and
-  ``output_token_overhead_s``) are not relaxed here, so ``frontend`` is never a ground truth:
-  the per-token term is zero in the built-in profiles, and the per-request one (20.5 ms fitted in
-  the H200's, zero in the others) is a latency, not a queue, so it limits no load's throughput.
+  completes more turns of the same users), so it is relaxed at its own level. The API server
+  (``frontend``) is relaxed by twice its processes (``api_server_count``) where the profile gives
+  it a CPU cost per request (``api_request_cpu_s``, ``api_prompt_token_cpu_s``: a queue,
+  tokenload.sim.apiserver; zero in the built-in profiles, so ``frontend`` is a ground truth only
+  for a profile that sets them). The profile's other serving terms are not relaxed:
+  ``frontend_request_s`` (20.5 ms fitted in the H200's) is a latency, not a queue, so it limits no
+  load's throughput, and ``output_token_overhead_s`` is zero in the built-in profiles.
 
 The oracle reads the emulator's internals (its profile, its token times); the diagnosis it checks
 may not. Pure: simulated time only.
@@ -59,12 +61,13 @@ RELAXATIONS = {
     "kv_blocks": "kv_capacity",
     "max_num_seqs": "scheduler_limit",
     "max_num_batched_tokens": "scheduler_limit",
+    "api_server_count": "frontend",
 }
 
 
 @dataclass(frozen=True, slots=True)
 class OracleVerdict:
-    label: str  # none | compute | memory_bandwidth | kv_capacity | scheduler_limit | unexplained
+    label: str  # none | compute | memory_bandwidth | kv_capacity | scheduler_limit | frontend | unexplained
     saturated: bool
     throughput: float
     doubled_throughput: float
@@ -90,6 +93,8 @@ def _relaxed(profile: Profile, config: EngineConfig, which: str) -> tuple[Profil
         return profile, config.model_copy(update={"num_gpu_blocks": engine.num_gpu_blocks * 2})
     if which == "max_num_seqs":
         return profile, config.model_copy(update={"max_num_seqs": config.max_num_seqs * 2})
+    if which == "api_server_count":
+        return profile, config.model_copy(update={"api_server_count": config.api_server_count * 2})
     if which == "max_num_batched_tokens":
         return profile, config.model_copy(
             update={"max_num_batched_tokens": engine.max_num_batched_tokens * 2}
@@ -152,7 +157,10 @@ def judge_level(
     ref = base if concurrency else doubled
     relax_rate = rate_rps * 2 if rate_rps and not concurrency else None
     gains: dict[str, float] = {}
+    api_costs = prof.api_request_cpu_s > 0 or prof.api_prompt_token_cpu_s > 0
     for which in RELAXATIONS:
+        if which == "api_server_count" and not api_costs:
+            continue  # an API server that costs nothing gains nothing from twice the processes
         p, c = _relaxed(prof, cfg, which)
         t = steady_throughput(p, c, workload, concurrency=concurrency, rate_rps=relax_rate, **kw)
         gains[which] = t / ref - 1 if ref > 0 else 0.0

@@ -146,6 +146,16 @@ class Profile(_Strict):
         description="Time the API server spends on each request before the engine sees it (HTTP, "
         "tokenization), s: a latency added to TTFT, not a queue.",
     )
+    api_request_cpu_s: NonNegativeNumber = Field(
+        default=0.0,
+        description="CPU time one API server process spends on each request before the engine sees "
+        "it (HTTP, JSON), s: a queue, one request at a time per process (tokenload.sim.apiserver).",
+    )
+    api_prompt_token_cpu_s: NonNegativeNumber = Field(
+        default=0.0,
+        description="CPU time one API server process spends per prompt token (tokenization), s: "
+        "added to api_request_cpu_s.",
+    )
     _name: str = PrivateAttr(default="")
 
     @property

@@ -10,6 +10,7 @@ import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from tokenload.sim.apiserver import APIServer
 from tokenload.sim.engine import RequestOutput, SimEngine
 from tokenload.sim.stats import RequestTimes
 
@@ -125,10 +126,17 @@ class VirtualDriver:
         self.record_timeline = record_timeline
         self.requests: dict[str, VirtualRequest] = {}
         self.timeline: list[StepSample] = []
+        #: (when it reaches the server, seq, id, spec, client): handed to the API server
+        #: (tokenload.sim.apiserver) in that order as the clock passes it.
+        self._arrivals: list[tuple[float, int, str, RequestSpec, int | None]] = []
         #: (when the engine sees it, seq, id, spec, client, when it reached the server): the API
-        #: server's per-request time (the profile's frontend_request_s) lies between the two.
-        self._arrivals: list[tuple[float, int, str, RequestSpec, int | None, float]] = []
+        #: server's queue and CPU time and the profile's fixed frontend_request_s lie between.
+        self._ready: list[tuple[float, int, str, RequestSpec, int | None, float]] = []
         self._frontend_s = engine.profile.frontend_request_s
+        profile = engine.profile
+        self._api = APIServer(
+            engine.config.api_server_count, profile.api_request_cpu_s, profile.api_prompt_token_cpu_s
+        )
         self._seq = 0
         self._timers: list[tuple[float, int, Callable[[float], None]]] = []
         self._timer_seq = 0
@@ -149,14 +157,18 @@ class VirtualDriver:
     def submit(self, at_s: float, spec: RequestSpec, client: int | None = None) -> str:
         """Schedule a request to arrive at ``at_s``; returns its id."""
         request_id = f"req-{self._seq}"
-        heapq.heappush(self._arrivals, (at_s + self._frontend_s, self._seq, request_id, spec, client, at_s))
+        heapq.heappush(self._arrivals, (at_s, self._seq, request_id, spec, client))
         self._seq += 1
         return request_id
 
     def _admit_until(self, t_s: float) -> None:
-        arrivals = self._arrivals
+        arrivals, ready = self._arrivals, self._ready
         while arrivals and arrivals[0][0] <= t_s:
-            ready_s, _, request_id, spec, client, at_s = heapq.heappop(arrivals)
+            at_s, seq, request_id, spec, client = heapq.heappop(arrivals)
+            ready_s = self._api.admit(at_s, len(spec.prompt_token_ids)) + self._frontend_s
+            heapq.heappush(ready, (ready_s, seq, request_id, spec, client, at_s))
+        while ready and ready[0][0] <= t_s:
+            ready_s, _, request_id, spec, client, at_s = heapq.heappop(ready)
             self.engine.add_request(
                 request_id,
                 spec.prompt_token_ids,
@@ -185,7 +197,7 @@ class VirtualDriver:
             self._admit_until(self.now_s)
             plan = engine.schedule(self.now_s)
             if plan is None:
-                nxt = [q[0][0] for q in (self._arrivals, self._timers) if q]
+                nxt = [q[0][0] for q in (self._arrivals, self._ready, self._timers) if q]
                 if nxt:
                     self.now_s = max(self.now_s, min(nxt))
                     continue
@@ -216,11 +228,15 @@ class VirtualDriver:
             outputs = engine.complete(plan, end_s)
             self.now_s = end_s
             self._record(outputs, on_finish)
-        # Requests that reached the server but are still in its API server (frontend_request_s)
-        # are in flight too.
+        # Requests that reached the server but are still in its API server (its queue, its CPU
+        # time, frontend_request_s) are in flight too.
         in_frontend = [
             VirtualRequest(rid, client, len(spec.prompt_token_ids), spec.max_tokens, at_s)
-            for _, _, rid, spec, client, at_s in self._arrivals
+            for _, _, rid, spec, client, at_s in self._ready
+            if at_s <= self.now_s
+        ] + [
+            VirtualRequest(rid, client, len(spec.prompt_token_ids), spec.max_tokens, at_s)
+            for at_s, _, rid, spec, client in self._arrivals
             if at_s <= self.now_s
         ]
         return VirtualRun([*self.requests.values(), *in_frontend], self.timeline, self.start_s, self.now_s)

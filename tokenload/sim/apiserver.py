@@ -1,0 +1,70 @@
+"""The API server in front of the emulated engine, as CPU that requests queue for. Pure.
+
+A real vLLM's API server (one process, or ``--api-server-count`` of them) parses each request's
+HTTP and JSON and tokenizes its prompt before the engine sees it. That is CPU work, done for one
+request at a time per process: past the processes' capacity, requests queue *in front of* the
+engine, whose own queue stays empty while its batch runs below the load. The emulator models it
+as ``api_server_count`` first-come-first-served servers, a request going to each in turn (the
+kernel spreads a listening port's connections over the processes), each request costing
+
+    ``api_request_cpu_s + api_prompt_token_cpu_s * prompt_tokens``
+
+seconds of one process (the profile's fields, zero in the built-in profiles: no public
+measurement pins them). The engine gets the request when its process is done; its TTFT and E2E
+count from its arrival at the server, its queue time from when the engine got it, as vLLM's
+do. So a saturated API server shows where it does on a real one: the server's TTFT mostly
+outside its queue and prefill, nothing waiting, fewer requests running than users.
+
+Separate from the profile's ``frontend_request_s``, a fixed latency that queues nothing (what was
+fitted to a public table that cannot tell the two apart), and from ``output_token_overhead_s``, a
+per-token cost inside the engine's step (streaming where the API server shares the engine's
+CPU). Per-token work on the API server's side of the stream (detokenizing, SSE framing) is not
+in this model.
+"""
+
+from __future__ import annotations
+
+__all__ = ["APIServer"]
+
+
+class APIServer:
+    """``count`` first-come-first-served API processes, requests assigned round robin."""
+
+    __slots__ = ("_busy_until", "_next", "count", "prompt_token_s", "request_s")
+
+    def __init__(self, count: int = 1, request_s: float = 0.0, prompt_token_s: float = 0.0) -> None:
+        if count < 1:
+            raise ValueError(f"api_server_count: expected at least 1, got {count}")
+        if request_s < 0 or prompt_token_s < 0:
+            raise ValueError("the API server's CPU costs must not be negative")
+        self.count = count
+        self.request_s = request_s
+        self.prompt_token_s = prompt_token_s
+        self._busy_until = [float("-inf")] * count
+        self._next = 0
+
+    @property
+    def active(self) -> bool:
+        """Whether requests cost the API server anything (else :meth:`admit` is the identity)."""
+        return self.request_s > 0 or self.prompt_token_s > 0
+
+    def cost_s(self, prompt_tokens: int) -> float:
+        """CPU seconds one process spends on a request with this many prompt tokens."""
+        return self.request_s + self.prompt_token_s * prompt_tokens
+
+    def capacity_rps(self, prompt_tokens: int) -> float:
+        """Requests per second the processes can pass to the engine at most."""
+        cost = self.cost_s(prompt_tokens)
+        return self.count / cost if cost > 0 else float("inf")
+
+    def admit(self, at_s: float, prompt_tokens: int) -> float:
+        """When the engine gets a request that reached the server at ``at_s``. Call in the order
+        requests arrive: each process serves its requests one at a time, in that order."""
+        if not self.active:
+            return at_s
+        slot = self._next
+        self._next = (slot + 1) % self.count
+        start = max(at_s, self._busy_until[slot])
+        done = start + self.cost_s(prompt_tokens)
+        self._busy_until[slot] = done
+        return done
