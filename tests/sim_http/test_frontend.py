@@ -59,12 +59,13 @@ def _together(url: str, n: int) -> None:
 
 
 def test_api_server_processes_serve_requests_one_at_a_time(start_sim, tmp_path: Path) -> None:
-    # 200 ms of an API process per request (api_request_cpu_s): six requests sent at once reach
+    # 400 ms of an API process per request (api_request_cpu_s): six requests sent at once reach
     # the engine one at a time through one process, two at a time through two.
+    cost = 0.4  # long enough that six threads' requests, sent together, are all in line
     base = load_profile("h100-llama3.1-8b")
     busy = tmp_path / "busy-api.yaml"
     busy.write_text(
-        yaml.safe_dump(base.model_copy(update={"api_request_cpu_s": 0.2}).model_dump(mode="json"))
+        yaml.safe_dump(base.model_copy(update={"api_request_cpu_s": cost}).model_dump(mode="json"))
     )
     for processes in (1, 2):
         sim = start_sim("--profile", str(busy), "--api-server-count", str(processes))
@@ -72,15 +73,15 @@ def test_api_server_processes_serve_requests_one_at_a_time(start_sim, tmp_path: 
         traces = sim.traces()
         scheduled = sorted(t["first_scheduled_s"] for t in traces)
         arrived = max(t["arrival_s"] for t in traces) - min(t["arrival_s"] for t in traces)
-        assert len(scheduled) == 6 and arrived < 0.2, arrived  # all six were in line together
-        # A process takes the next request only when done with the last: 200 ms apart.
+        assert len(scheduled) == 6 and arrived < cost, arrived  # all six were in line together
+        # A process takes the next request only when done with the last: 400 ms apart.
         apart = [b - a for a, b in zip(scheduled, scheduled[processes:], strict=False)]
-        assert min(apart) >= 0.2 * 0.98, apart
+        assert min(apart) >= cost * 0.98, apart
         span = scheduled[-1] - scheduled[0]
         if processes == 1:
-            assert span >= 5 * 0.2 * 0.98, span
+            assert span >= 5 * cost * 0.98, span
         else:  # two at a time: two rounds fewer than one process needs
-            assert span < 5 * 0.2 - 0.2, span
+            assert span < 5 * cost - cost, span
         # The server's TTFT counts that wait from each arrival; the engine's queue time does not.
-        assert sim.get("vllm:time_to_first_token_seconds_sum") >= 0.2 * 6
-        assert sim.get("vllm:request_queue_time_seconds_sum") < 0.2
+        assert sim.get("vllm:time_to_first_token_seconds_sum") >= cost * 6
+        assert sim.get("vllm:request_queue_time_seconds_sum") < cost
