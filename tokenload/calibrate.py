@@ -63,6 +63,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="also fit the serving software's costs outside the model (per sampled token, per "
         "request before the engine; tokenload.sim.calibrate.FRONTEND_PARAMETERS); implies --fit-batched",
     )
+    p.add_argument(
+        "--fit-api-server",
+        action="store_true",
+        help="also fit the API server's CPU time per request (api_request_cpu_s), to the batched "
+        "steps' throughput: it shows only where the API server's queue caps them (short requests, "
+        'many users); its process count is an engine setting (--sim-args "--api-server-count N")',
+    )
     p.add_argument("-o", "--output", type=Path, required=True, help="where to write the profile (YAML)")
     p.add_argument("--max-evals", type=int, default=600, help="profile evaluations at most (default 600)")
     p.add_argument("--json", action="store_true", help="print the fit as one JSON object")
@@ -149,7 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     from tokenload.sim import main as sim_main
     from tokenload.sim.calibrate import (
         ALL_PARAMETERS,
+        API_PARAMETERS,
         FIGURE_NOISE,
+        FRONTEND_PARAMETERS,
         PARAMETERS,
         fit_errors,
         fit_profile,
@@ -195,9 +204,16 @@ def main(argv: list[str] | None = None) -> int:
         max_evals=args.max_evals,
         fit_batched=batched,
         fit_frontend=args.fit_frontend,
+        fit_api=args.fit_api_server,
     )
-    core = {p.name for p in PARAMETERS}
-    shown = ALL_PARAMETERS if args.fit_frontend or set(fixed) - core else PARAMETERS
+    frontend = {p.name for p in FRONTEND_PARAMETERS}
+    shown = [
+        p
+        for p in ALL_PARAMETERS
+        if p in PARAMETERS
+        or (p.name in frontend and (args.fit_frontend or p.name in fixed))
+        or (p in API_PARAMETERS and (args.fit_api_server or p.name in fixed))
+    ]
     wall = time.perf_counter() - t0
     runs = ", ".join(str(r) for r in args.runs)
     weak = f"; not determined by them: {', '.join(fit.undetermined)}" if fit.undetermined else ""
@@ -208,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     fitted = with_values(fit.profile, fit.values, description)
     steps = []
     for o, p in zip(observations, fit.predictions, strict=True):
-        errs = fit_errors(o, p)
+        errs = fit_errors(o, p, args.fit_api_server)
         steps.append(
             {
                 "step": o.label,
@@ -217,12 +233,9 @@ def main(argv: list[str] | None = None) -> int:
                 "output_tokens": o.output_tokens,
                 "ttft_ms_p50": {"measured": o.ttft_ms_p50, "fitted": p.ttft_ms_p50},
                 "tpot_ms_p50": {"measured": o.tpot_ms_p50, "fitted": p.tpot_ms_p50},
+                "output_tokens_per_s": {"measured": o.output_tokens_per_s, "fitted": p.output_tokens_per_s},
                 # What the fit used of this step (empty: only checked against the fit).
-                "fitted_on": (
-                    ["ttft_ms_p50", "tpot_ms_p50"]
-                    if o.concurrency <= 1
-                    else (["tpot_ms_p50"] if batched or not single else [])
-                ),
+                "fitted_on": _fitted_on(o.concurrency, batched or not single, args.fit_api_server),
                 "worst_error": max((abs(e) for e in errs), default=None),
             }
         )
@@ -285,18 +298,28 @@ def main(argv: list[str] | None = None) -> int:
         f"  {'decode step fixed time':<24} {1000 * fit.decode_fixed_s:10.4g}  ms{spread} (weights + overhead)"
     )
     print(f"  (+-: relative standard error were every figure {100 * FIGURE_NOISE:g} % off)")
-    print(f"{'step':<28} {'users':>5} {'prompt':>6} {'TTFT p50 ms':>19} {'TPOT p50 ms':>17}  worst error")
+    cols = f"{'TTFT p50 ms':>19} {'TPOT p50 ms':>17} {'output tok/s':>21}"
+    print(f"{'step':<28} {'users':>5} {'prompt':>6} {cols}  worst error")
     for s in steps:
-        t, q = s["ttft_ms_p50"], s["tpot_ms_p50"]
+        t, q, r = s["ttft_ms_p50"], s["tpot_ms_p50"], s["output_tokens_per_s"]
         ttft = f"{_num(t['measured'])} -> {_num(t['fitted'])}"
         tpot = f"{_num(q['measured'])} -> {_num(q['fitted'])}"
+        rate = f"{_num(r['measured'])} -> {_num(r['fitted'])}"
         worst = "-" if s["worst_error"] is None else f"{100 * s['worst_error']:.1f} %"
         worst += "" if s["fitted_on"] else " (checked, not fitted)"
-        print(f"{s['step']:<28} {s['concurrency']:>5} {s['prompt_tokens']:>6} {ttft:>19} {tpot:>17}  {worst}")
+        cols = f"{ttft:>19} {tpot:>17} {rate:>21}"
+        print(f"{s['step']:<28} {s['concurrency']:>5} {s['prompt_tokens']:>6} {cols}  {worst}")
     for note in notes:
         print(f"left out: {note}")
     print(f"profile: {args.output} (tokenload sim --profile {args.output})")
     return 0
+
+
+def _fitted_on(concurrency: int, batched_tpot: bool, throughput: bool) -> list[str]:
+    """What the fit used of a step (empty: only checked against the fit)."""
+    if concurrency <= 1:
+        return ["ttft_ms_p50", "tpot_ms_p50"]
+    return (["tpot_ms_p50"] if batched_tpot else []) + (["output_tokens_per_s"] if throughput else [])
 
 
 def _num(v: float | None) -> str:

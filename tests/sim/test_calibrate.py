@@ -209,3 +209,54 @@ def test_fit_frontend_recovers_a_hidden_servers_costs_outside_the_model(tmp_path
         assert calibrate.main([*runs, "--base-profile", BASE, "-o", str(fitted), "--json"]) == 0
     assert "frontend_request_s" not in json.loads(buf.getvalue())["parameters"]
     assert yaml.safe_load(fitted.read_text().split("\n", 4)[-1])["frontend_request_s"] == 0.0
+
+
+def test_a_closed_loop_replay_reads_the_rate_an_api_server_serves() -> None:
+    """64 users of 128-token prompts and 16-token outputs behind one API server process that
+    spends 10 ms on each request: it serves 100 requests (1,600 tokens) a second, and the replay
+    calibrate compares a step with reads that rate; counting the later requests' tokens over
+    their whole span (as it did) read 67."""
+    from tokenload.sim.calibrate import Observation, predict
+
+    busy = load_profile(BASE).model_copy(update={"api_request_cpu_s": 0.01})
+    pred = predict(busy, EngineConfig(), Observation("api", 64, 128, 16, None, None, None))
+    assert pred.output_tokens_per_s == pytest.approx(1600.0, rel=0.01)
+
+
+#: A staircase that loads the API server: short requests, many users.
+API_RUN = ("4,16,64", 128, 16)
+
+
+def test_fit_api_server_recovers_a_hidden_api_servers_cost(tmp_path: Path) -> None:
+    """A hidden server whose one API process spends 10 ms on each request (a cap of 100 req/s)
+    beside its perturbed engine: calibrate --fit-api-server on the context sweep and a staircase
+    of short requests recovers the cost within 10 %, says it is determined, and the fitted
+    profile predicts another staircase that the API server caps (256-token prompts, 32-token
+    outputs, 8/32/128 users) within 5 % throughput and 10 % TTFT p50 a step."""
+    truth = {**_hidden(1), "api_request_cpu_s": 0.01}
+    hidden = tmp_path / "hidden.yaml"
+    hidden.write_text(yaml.safe_dump(with_values(load_profile(BASE), truth).model_dump(mode="json")))
+    runs = []
+    for i, (conc, n_in, n_out) in enumerate([*FIT_RUNS[:-1], API_RUN]):
+        lengths = ["--prompt-tokens", str(n_in), "--output-tokens", str(n_out)]
+        _plan(tmp_path, hidden, f"run{i}", "--concurrency", conc, *lengths)
+        runs.append(str(tmp_path / f"run{i}"))
+    fitted = tmp_path / "fitted.yaml"
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        argv = [*runs, "--base-profile", BASE, "-o", str(fitted), "--json", "--fit-api-server"]
+        assert calibrate.main(argv) == 0
+    result = json.loads(buf.getvalue())
+    api = result["parameters"]["api_request_cpu_s"]
+    assert api["determined"], api
+    assert api["fitted"] == pytest.approx(0.01, rel=0.10), api
+    assert "output_tokens_per_s" in result["steps"][-1]["fitted_on"]
+    assert load_profile(fitted).api_request_cpu_s == pytest.approx(api["fitted"])
+    other = ["--concurrency", "8,32,128", "--prompt-tokens", "256", "--output-tokens", "32"]
+    actual = _plan(tmp_path, hidden, "", *other)["steps"]
+    predicted = _plan(tmp_path, fitted, "", *other)["steps"]
+    for a, p in zip(actual, predicted, strict=True):
+        assert p["output_tokens_per_s"] == pytest.approx(a["output_tokens_per_s"], rel=0.05), a["concurrency"]
+        assert p["ttft_ms"]["p50"] == pytest.approx(a["ttft_ms"]["p50"], rel=0.10), a["concurrency"]
+    # The top step is the API server's cap, 100 requests (3,200 tokens) a second.
+    assert actual[-1]["output_tokens_per_s"] == pytest.approx(3200.0, rel=0.02)

@@ -19,29 +19,34 @@ What each kind of step pins down (see the cost model, :mod:`tokenload.sim.costmo
   1-2 % with the true profile (the users' requests line up differently than in the run), and
   fitting to that pulls the per-step overhead along its valley with the weight-streaming
   bandwidth by up to 70 % (measured, seed 5 of bench/twin_sim.py). ``fit_batched=True`` fits it
-  too, for a server whose batches the single-user figures do not predict.
+  too, for a server whose batches the single-user figures do not predict;
+* a staircase that loads the API server (short requests, many users) pins its cost per request
+  (``fit_api``): the request rate it caps the steps at (bench/twin_api.py).
 
 Pure: no I/O (the CLI reads run directories, :mod:`tokenload.calibrate_cli`).
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from tokenload.sim.engine import EngineConfig, SimEngine
+from tokenload.sim.engine import EngineConfig
+from tokenload.sim.minimize import golden_section, levenberg_marquardt, nelder_mead
 from tokenload.sim.profile import Profile
-from tokenload.sim.virtual import RequestSpec, VirtualDriver, run_closed_loop
+from tokenload.sim.replay import Observation, Prediction, predict
 
 __all__ = [
     "ALL_PARAMETERS",
+    "API_FLOOR_S",
+    "API_PARAMETERS",
     "FIGURE_NOISE",
     "FRONTEND_PARAMETERS",
     "FRONTEND_START",
     "PARAMETERS",
+    "THROUGHPUT_NOISE",
     "UNDETERMINED",
     "Fit",
     "Observation",
@@ -49,6 +54,7 @@ __all__ = [
     "decode_fixed_s",
     "fit_errors",
     "fit_profile",
+    "fit_residuals",
     "from_unit",
     "levenberg_marquardt",
     "nelder_mead",
@@ -105,30 +111,35 @@ FRONTEND_PARAMETERS: tuple[Parameter, ...] = (
 #: Where a fit of the frontend terms starts when the base profile has none (a value of 0 sits
 #: on the bound, where the search and the log-scale prior cannot move from).
 FRONTEND_START = {"output_token_overhead_s": 0.0005, "frontend_request_s": 0.005}
-ALL_PARAMETERS = PARAMETERS + FRONTEND_PARAMETERS
+#: Fitted only with ``fit_api`` (``tokenload calibrate --fit-api-server``): the API server's CPU
+#: time per request, spent in one of ``api_server_count`` processes that serve requests one
+#: after another before the engine sees them (:mod:`tokenload.sim.apiserver`). At one user it
+#: is a fixed latency like ``frontend_request_s``; only a queue shows it apart: steps whose
+#: throughput it caps at ``api_server_count / api_request_cpu_s`` requests a second. So it is
+#: fitted to the batched steps' throughput too; where it explains the runs no better than none
+#: (they never loaded the API server) it is set to 0, undetermined. ``api_prompt_token_cpu_s``
+#: (its per-prompt-token part) is not fitted: telling it apart takes API-bound steps at two
+#: prompt lengths; it stays the base profile's.
+API_PARAMETERS: tuple[Parameter, ...] = (
+    Parameter(
+        "api_request_cpu_s",
+        0.0,
+        0.05,
+        "one API server process's CPU time per request: HTTP, tokenization, detokenization, SSE "
+        "(assumed 0-50 ms; vLLM's --api-server-count runs several where one caps the request rate)",
+    ),
+)
+#: The least API cost the fit tries (it searches the cost's logarithm): 10 us a request caps a
+#: process at 100,000 requests a second, none at all for this purpose.
+API_FLOOR_S = 1e-5
+#: Where the single-user fit of the API cost starts, and how far (in its logarithm: a factor of
+#: e^1.5 = 4.5 either way) the profile search looks around what that fit found.
+API_START_S = 1e-3
+API_SEARCH_SPAN = 1.5
+ALL_PARAMETERS = PARAMETERS + FRONTEND_PARAMETERS + API_PARAMETERS
 _NAMES = frozenset(p.name for p in ALL_PARAMETERS)
 #: Values that live on the profile itself, not in its efficiency section.
-_TOP_LEVEL = ("step_overhead_s", "output_token_overhead_s", "frontend_request_s")
-
-
-@dataclass(frozen=True, slots=True)
-class Observation:
-    """One measured step: its load and lengths, and the figures it measured (None: not measured)."""
-
-    label: str
-    concurrency: int
-    prompt_tokens: int
-    output_tokens: int
-    ttft_ms_p50: float | None
-    tpot_ms_p50: float | None
-    output_tokens_per_s: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class Prediction:
-    ttft_ms_p50: float
-    tpot_ms_p50: float
-    output_tokens_per_s: float
+_TOP_LEVEL = ("step_overhead_s", "output_token_overhead_s", "frontend_request_s", "api_request_cpu_s")
 
 
 #: The relative error assumed on each measured figure when stating how well the runs determine
@@ -195,6 +206,7 @@ def values_of(profile: Profile) -> dict[str, float]:
         "step_overhead_s": profile.step_overhead_s,
         "output_token_overhead_s": profile.output_token_overhead_s,
         "frontend_request_s": profile.frontend_request_s,
+        "api_request_cpu_s": profile.api_request_cpu_s,
     }
 
 
@@ -208,63 +220,41 @@ def with_values(profile: Profile, values: dict[str, float], description: str | N
     return profile.model_copy(update=update)
 
 
-@functools.lru_cache(maxsize=64)
-def _prompt(n: int) -> tuple[int, ...]:
-    rng = random.Random(n)
-    return tuple(rng.randint(32, 126) for _ in range(n))
-
-
-def _median(values: Sequence[float]) -> float:
-    s = sorted(values)
-    m = len(s) // 2
-    return s[m] if len(s) % 2 else (s[m - 1] + s[m]) / 2
-
-
-def predict(profile: Profile, config: EngineConfig, obs: Observation) -> Prediction:
-    """The emulator's figures for ``obs``'s load: one request alone for a single user (exact:
-    nothing else runs), else a closed loop of its users in simulated time (their first request
-    left out, as a warm-up would)."""
-    if obs.concurrency <= 1:
-        engine = SimEngine(profile, config)
-        driver = VirtualDriver(engine, record_timeline=False)
-        driver.submit(0.0, RequestSpec(list(_prompt(obs.prompt_tokens)), obs.output_tokens))
-        req = driver.run().requests[0]
-        tpot = req.tpot_s * 1000.0
-        return Prediction(req.ttft_s * 1000.0, tpot, obs.output_tokens / req.e2e_s)
-    engine = SimEngine(profile, config)
-    prompt = _prompt(obs.prompt_tokens)
-    run = run_closed_loop(
-        engine,
-        obs.concurrency,
-        3,
-        lambda _client, _i: RequestSpec(list(prompt), obs.output_tokens),
-        record_timeline=False,
-    )
-    first = {}
-    for r in run.requests:
-        if r.client is not None and (r.client not in first or r.arrival_s < first[r.client]):
-            first[r.client] = r.arrival_s
-    later = [r for r in run.requests if r.finished and r.arrival_s > first.get(r.client, -1.0)]
-    start = min(r.arrival_s for r in later)
-    end = max(r.token_times_s[-1] for r in later)
-    tokens = sum(r.num_output_tokens for r in later)
-    return Prediction(
-        _median([r.ttft_s * 1000.0 for r in later]),
-        _median([r.tpot_s * 1000.0 for r in later]),
-        tokens / (end - start) if end > start else 0.0,
-    )
-
-
-def fit_errors(obs: Observation, pred: Prediction) -> list[float]:
+def fit_errors(
+    obs: Observation, pred: Prediction, throughput: bool = False, batched_tpot: bool = True
+) -> list[float]:
     """Relative errors of the figures a step pins down. A single user: TTFT and TPOT (exact in
-    the emulator: nothing else runs). Users sharing the server: TPOT only. Their TTFT p50 with
-    requests of one length depends on how the users' requests happen to line up (a replay that
-    starts them otherwise differs by 20-30 % with the true profile), and completions per second
-    over a step move in whole waves of users; TPOT, the decode batch's step time, does not."""
-    pairs = [(obs.tpot_ms_p50, pred.tpot_ms_p50)]
+    the emulator: nothing else runs). Users sharing the server: TPOT (unless not
+    ``batched_tpot``), and with ``throughput`` (the API fit) output tokens/s, last. Their TTFT
+    p50 with requests of one length depends on how the users' requests happen to line up (a
+    replay that starts them otherwise differs by 20-30 % with the true profile); their TPOT by
+    0-9 % and their throughput by 0-8 % (against tokenload plan's steps, H100 profile, 4-64
+    users, 16-256 output tokens, 2026-12-04; short outputs the most)."""
     if obs.concurrency <= 1:
-        pairs.append((obs.ttft_ms_p50, pred.ttft_ms_p50))
+        pairs = [(obs.tpot_ms_p50, pred.tpot_ms_p50), (obs.ttft_ms_p50, pred.ttft_ms_p50)]
+    else:
+        pairs = [(obs.tpot_ms_p50, pred.tpot_ms_p50)] if batched_tpot else []
+        if throughput:
+            pairs.append((obs.output_tokens_per_s, pred.output_tokens_per_s))
     return [p / m - 1.0 for m, p in pairs if m is not None and m > 0]
+
+
+#: How far a closed-loop replay's throughput is from a step's with the true profile: 0-8 %
+#: (see :func:`fit_errors`). A fit weighs throughput errors by FIGURE_NOISE / THROUGHPUT_NOISE
+#: against the other figures' so that the stated uncertainties count a throughput as what it is
+#: worth.
+THROUGHPUT_NOISE = 0.04
+
+
+def fit_residuals(
+    obs: Observation, pred: Prediction, throughput: bool = False, batched_tpot: bool = True
+) -> list[float]:
+    """:func:`fit_errors` in units of FIGURE_NOISE: what the fits minimise (a throughput's
+    error weighed down by THROUGHPUT_NOISE)."""
+    errors = fit_errors(obs, pred, throughput, batched_tpot)
+    if throughput and obs.concurrency > 1 and errors and obs.output_tokens_per_s:
+        errors[-1] *= FIGURE_NOISE / THROUGHPUT_NOISE
+    return errors
 
 
 def to_unit(p: Parameter, v: float) -> float:
@@ -276,95 +266,6 @@ def to_unit(p: Parameter, v: float) -> float:
 def from_unit(p: Parameter, u: float) -> float:
     # Clamped: a search step along a direction the runs do not see can be huge.
     return p.low + (p.high - p.low) / (1.0 + math.exp(-min(max(u, -60.0), 60.0)))
-
-
-def nelder_mead(
-    f: Callable[[list[float]], float],
-    x0: list[float],
-    step: float = 0.5,
-    max_evals: int = 400,
-    tol: float = 1e-12,
-) -> tuple[list[float], float, int]:
-    """Minimise ``f`` from ``x0`` (the standard simplex method: reflect, expand, contract,
-    shrink). Returns the best point, its value and the number of evaluations."""
-    n = len(x0)
-    simplex = [list(x0)] + [[x + (step if i == j else 0.0) for j, x in enumerate(x0)] for i in range(n)]
-    values = [f(x) for x in simplex]
-    evals = n + 1
-    while evals < max_evals:
-        order = sorted(range(n + 1), key=values.__getitem__)
-        simplex, values = [simplex[i] for i in order], [values[i] for i in order]
-        if values[-1] - values[0] <= tol * (abs(values[0]) + tol):
-            break
-        centroid = [sum(p[j] for p in simplex[:-1]) / n for j in range(n)]
-        worst = simplex[-1]
-
-        def toward(t: float, worst: list[float] = worst, centroid: list[float] = centroid) -> list[float]:
-            return [c + t * (w - c) for c, w in zip(centroid, worst, strict=True)]
-
-        xr = toward(-1.0)
-        fr = f(xr)
-        evals += 1
-        if fr < values[0]:
-            xe = toward(-2.0)
-            fe = f(xe)
-            evals += 1
-            simplex[-1], values[-1] = (xe, fe) if fe < fr else (xr, fr)
-        elif fr < values[-2]:
-            simplex[-1], values[-1] = xr, fr
-        else:
-            xc = toward(0.5 if fr >= values[-1] else -0.5)
-            fc = f(xc)
-            evals += 1
-            if fc < min(fr, values[-1]):
-                simplex[-1], values[-1] = xc, fc
-            else:  # shrink toward the best
-                best = simplex[0]
-                for i in range(1, n + 1):
-                    simplex[i] = [b + 0.5 * (x - b) for b, x in zip(best, simplex[i], strict=True)]
-                    values[i] = f(simplex[i])
-                evals += n
-    i = min(range(n + 1), key=values.__getitem__)
-    return simplex[i], values[i], evals
-
-
-def levenberg_marquardt(
-    residuals: Callable[[list[float]], list[float]],
-    x0: list[float],
-    iterations: int = 40,
-    h: float = 1e-5,
-) -> tuple[list[float], float, int]:
-    """Polish a least-squares minimum from ``x0`` (damped Gauss-Newton, forward-difference
-    Jacobian): where Nelder-Mead crawls along a narrow valley, this walks down it. Returns the
-    point, its sum of squares and the number of evaluations."""
-    import numpy as np
-
-    x = np.array(x0, dtype=float)
-    r = np.array(residuals(list(x)))
-    cost, evals, lam = float(r @ r), 1, 1e-3
-    for _ in range(iterations):
-        jac = np.empty((len(r), len(x)))
-        for j in range(len(x)):
-            xj = x.copy()
-            xj[j] += h
-            jac[:, j] = (np.array(residuals(list(xj))) - r) / h
-        evals += len(x)
-        jtj, jtr = jac.T @ jac, jac.T @ r
-        improved = False
-        while lam < 1e12:
-            step = np.linalg.solve(jtj + lam * np.diag(np.diag(jtj) + 1e-12), -jtr)
-            r_new = np.array(residuals(list(x + step)))
-            evals += 1
-            c_new = float(r_new @ r_new)
-            if c_new < cost:
-                x, r, lam, improved = x + step, r_new, max(lam / 10, 1e-12), True
-                converged = cost - c_new <= 1e-15 * max(cost, 1e-30)
-                cost = c_new
-                break
-            lam *= 10
-        if not improved or converged or cost < 1e-24:
-            break
-    return list(x), cost, evals
 
 
 def uncertainty(
@@ -420,18 +321,103 @@ def fit_profile(
     max_evals: int = 600,
     fit_batched: bool = False,
     fit_frontend: bool = False,
+    fit_api: bool = False,
 ) -> Fit:
     """Fit :data:`PARAMETERS` (less ``fixed``, held at the given values) to ``observations``,
     starting from ``base``'s values: on the single-user steps (cheap: one request each); with
-    ``fit_batched`` (or when there is no single-user step), then on every step."""
+    ``fit_batched`` (or when there is no single-user step), then on every step. With
+    ``fit_frontend``, :data:`FRONTEND_PARAMETERS` too. With ``fit_api``, the API server's cost
+    per request (:data:`API_PARAMETERS`) too: a search over it, the rest fitted at each value
+    tried, for the least error on every step (the batched steps' throughput included)."""
     fixed = dict(fixed or {})
     start = values_of(base)
     if fit_frontend:
         fit_batched = True  # the per-token term shows only in batched steps
         start.update({k: v for k, v in FRONTEND_START.items() if start[k] <= 0})
+    api = [p for p in API_PARAMETERS if fit_api and p.name not in fixed]
     start.update(fixed)
-    candidates = ALL_PARAMETERS if fit_frontend else PARAMETERS
+    candidates = PARAMETERS + FRONTEND_PARAMETERS if fit_frontend else PARAMETERS
     free = [p for p in candidates if p.name not in fixed]
+    batched = [o for o in observations if o.concurrency > 1]
+    evaluations = 0
+
+    def api_residuals(o: Observation, q: Prediction) -> list[float]:
+        # The API fit weighs the batched steps' throughput; their TPOT only if asked
+        # (fit_batched): a replay's TPOT of short outputs is 0-9 % off with the true profile.
+        return fit_residuals(o, q, bool(api), batched_tpot=fit_batched or not api)
+
+    if api and batched:
+        # First the API cost fitted with the rest on the single-user steps (at one user it is a
+        # fixed latency the engine's terms cannot all take in), then a profile search around
+        # that value: for each cost tried, the rest fitted with it held, and the cost whose fit
+        # leaves the least error on every step (the batched steps' throughput included) kept.
+        # Fitting the two in turn instead settles where the engine took in the first guess.
+        (p_api,) = api
+        start[p_api.name] = max(start[p_api.name], API_START_S)
+        u, n = _fit_engine(base, config, observations, start, [*free, p_api], max_evals, fit_batched)
+        evaluations += n
+        first = math.log(max(from_unit(p_api, u[-1]), API_FLOOR_S))
+        fits: dict[float, list[float]] = {}
+
+        def profile_loss(x: float) -> float:
+            nonlocal evaluations
+            held = {**start, p_api.name: math.exp(x)}
+            u, n = _fit_engine(base, config, observations, held, free, max_evals // 2, fit_batched)
+            fitted = {p.name: from_unit(p, v) for p, v in zip(free, u, strict=True)}
+            prof = with_values(base, {**held, **fitted})
+            preds = [predict(prof, config, o) for o in observations]
+            loss = sum(e * e for o, q in zip(observations, preds, strict=True) for e in api_residuals(o, q))
+            evaluations += n + len(observations)
+            fits[x] = u
+            return loss
+
+        low = max(first - API_SEARCH_SPAN, math.log(API_FLOOR_S))
+        high = min(first + API_SEARCH_SPAN, math.log(p_api.high))
+        x, best, _ = golden_section(profile_loss, low, high, 0.02)
+        # Kept only if it explains the runs better than no API cost by more than noise would:
+        # a drop in the squared errors (in FIGURE_NOISE units) of 4, twice the standard error
+        # of one parameter. Else the runs never loaded the API server, and a cost fitted to
+        # nothing would only bend the engine's terms (measured: TTFT p50 predicted +58 to +93 %
+        # off on another staircase of a server with none).
+        none = profile_loss(math.log(API_FLOOR_S))
+        start[p_api.name] = math.exp(x) if (none - best) / FIGURE_NOISE**2 > 4.0 else 0.0
+        u, n = _fit_engine(base, config, observations, start, free, max_evals, fit_batched)
+        evaluations += n
+    else:
+        u, n = _fit_engine(base, config, observations, start, free, max_evals, fit_batched)
+        evaluations += n
+    prof = with_values(base, {**start, **{p.name: from_unit(p, x) for p, x in zip(free, u, strict=True)}})
+    predictions = [predict(prof, config, o) for o in observations]
+    loss = sum(e * e for o, p in zip(observations, predictions, strict=True) for e in api_residuals(o, p))
+    single = [o for o in observations if o.concurrency <= 1]
+    used = observations if (fit_batched or api or not single) else single
+
+    def residuals_at(values: dict[str, float]) -> list[float]:
+        p = with_values(base, values)
+        return [e for o in used for e in api_residuals(o, predict(p, config, o))]
+
+    derived = {"decode_fixed_s": lambda v: decode_fixed_s(base, v)}
+    names = [p.name for p in free + api]
+    spread = uncertainty(residuals_at, values_of(prof), names, derived=derived) if names else {}
+    stated: dict[str, float | None] = {p.name: spread.get(p.name) for p in ALL_PARAMETERS}
+    stated["decode_fixed_s"] = spread.get("decode_fixed_s")
+    for p in api:
+        if start[p.name] <= 0:  # no evidence of a cost: undetermined, not a 0 known to 0 %
+            stated[p.name] = PRIOR_LOG_WIDTH
+    return Fit(values_of(prof), prof, loss, evaluations, predictions, stated)
+
+
+def _fit_engine(
+    base: Profile,
+    config: EngineConfig,
+    observations: Sequence[Observation],
+    start: dict[str, float],
+    free: Sequence[Parameter],
+    max_evals: int,
+    fit_batched: bool,
+) -> tuple[list[float], int]:
+    """``free``'s search coordinates fitted (the rest held at ``start``), from ``start``: on the
+    single-user steps, then (``fit_batched``, or none is single) on all."""
     evaluations = 0
 
     def profile_at(u: list[float]) -> Profile:
@@ -474,18 +460,4 @@ def fit_profile(
     if free and batched and (fit_batched or not single):
         u, _, n = nelder_mead(loss_on(observations), u, step=0.1, max_evals=max(60, max_evals // 10))
         evaluations += n
-    prof = profile_at(u)
-    predictions = [predict(prof, config, o) for o in observations]
-    loss = sum(e * e for o, p in zip(observations, predictions, strict=True) for e in fit_errors(o, p))
-    used = observations if (fit_batched or not single) else single
-
-    def residuals_at(values: dict[str, float]) -> list[float]:
-        p = with_values(base, values)
-        return [e for o in used for e in fit_errors(o, predict(p, config, o))]
-
-    derived = {"decode_fixed_s": lambda v: decode_fixed_s(base, v)}
-    names = [p.name for p in free]
-    spread = uncertainty(residuals_at, values_of(prof), names, derived=derived) if free else {}
-    stated: dict[str, float | None] = {p.name: spread.get(p.name) for p in ALL_PARAMETERS}
-    stated["decode_fixed_s"] = spread.get("decode_fixed_s")
-    return Fit(values_of(prof), prof, loss, evaluations, predictions, stated)
+    return u, evaluations
