@@ -85,3 +85,35 @@ def test_api_server_processes_serve_requests_one_at_a_time(start_sim, tmp_path: 
         # The server's TTFT counts that wait from each arrival; the engine's queue time does not.
         assert sim.get("vllm:time_to_first_token_seconds_sum") >= cost * 6
         assert sim.get("vllm:request_queue_time_seconds_sum") < cost
+
+
+def test_an_idle_engine_starts_a_prefill_when_the_api_server_hands_it_over(start_sim, tmp_path: Path) -> None:
+    """One request alone behind an API process busy 200 ms with it: the engine, idle, starts
+    its prefill when it gets the request, not when the request reached the server, so the
+    request takes the API server's time *plus* the prefill, as in simulated time. (Until
+    2026-12-04 the HTTP loop dated an idle engine's step from the arrival: the prefill ran
+    under the API server's time, and a 10 ms API cost on a 128-token prompt read 11.4 ms of
+    TTFT over HTTP against 18.0 ms in simulated time.)"""
+    from tokenload.sim.engine import EngineConfig
+    from tokenload.sim.replay import Observation, predict
+
+    # Under the loop's 250 ms catch-up bound (a clock further behind restarts from now).
+    cost, prompt = 0.2, 8192
+    base = load_profile("h100-llama3.1-8b")
+    prefill_s = (
+        predict(base, EngineConfig(), Observation("alone", 1, prompt, 1, None, None, None)).ttft_ms_p50 / 1e3
+    )
+    assert prefill_s > 0.2  # long enough to tell the two apart on a busy host
+    busy = tmp_path / "busy-api.yaml"
+    busy.write_text(
+        yaml.safe_dump(base.model_copy(update={"api_request_cpu_s": cost}).model_dump(mode="json"))
+    )
+    sim = start_sim("--profile", str(busy))
+    body = {"prompt": [100] * prompt, "max_tokens": 1, "ignore_eos": True}
+    http_json(sim.url + "/v1/completions", body)  # the first request pays for imports
+    t0 = time.perf_counter()
+    status, _ = http_json(sim.url + "/v1/completions", body)
+    took = time.perf_counter() - t0
+    assert status == 200
+    # A host's stalls only lengthen it; the old dating gave about max(cost, prefill).
+    assert took >= (cost + prefill_s) * 0.97, (took, cost, prefill_s)

@@ -159,14 +159,17 @@ class SimEngine:
 
     def next_start(self, after_s: float | None) -> float | None:
         """When, in model time, the next step can start if the last one ended at ``after_s``
-        (None: there was none): then if a request is running or one that had arrived by then is
-        waiting, else when the first waiting request arrived; None if nothing waits."""
+        (None: there was none): then if a request is running or one that had reached the engine
+        by then is waiting, else when the first waiting request reached it; None if nothing
+        waits. A request reaches the engine when it arrives, or when the API server in front
+        is done with it (``queued_s``): an idle engine cannot start its prefill before that."""
         sched = self.scheduler
         if after_s is not None and sched.running:
             return after_s
         if not sched.waiting:
             return None
-        first = sched.waiting[0].times.arrival_s
+        head = sched.waiting[0].times
+        first = head.arrival_s if head.queued_s is None else max(head.queued_s, head.arrival_s)
         return first if after_s is None or first > after_s else after_s
 
     @property
