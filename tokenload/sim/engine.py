@@ -159,10 +159,9 @@ class SimEngine:
 
     def next_start(self, after_s: float | None) -> float | None:
         """When, in model time, the next step can start if the last one ended at ``after_s``
-        (None: there was none): then if a request is running or one that had reached the engine
-        by then is waiting, else when the first waiting request reached it; None if nothing
-        waits. A request reaches the engine when it arrives, or when the API server in front
-        is done with it (``queued_s``): an idle engine cannot start its prefill before that."""
+        (None: there was none): then if one runs or one that reached the engine by then waits,
+        else when the first waiting one reached it (``queued_s``, after the API server, else its
+        arrival); None if nothing waits."""
         sched = self.scheduler
         if after_s is not None and sched.running:
             return after_s
