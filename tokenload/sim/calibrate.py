@@ -357,7 +357,6 @@ def fit_profile(
         u, n = _fit_engine(base, config, observations, start, [*free, p_api], max_evals, fit_batched)
         evaluations += n
         first = math.log(max(from_unit(p_api, u[-1]), API_FLOOR_S))
-        fits: dict[float, list[float]] = {}
 
         def profile_loss(x: float) -> float:
             nonlocal evaluations
@@ -368,7 +367,6 @@ def fit_profile(
             preds = [predict(prof, config, o) for o in observations]
             loss = sum(e * e for o, q in zip(observations, preds, strict=True) for e in api_residuals(o, q))
             evaluations += n + len(observations)
-            fits[x] = u
             return loss
 
         low = max(first - API_SEARCH_SPAN, math.log(API_FLOOR_S))

@@ -168,7 +168,7 @@ class SimEngine:
         if not sched.waiting:
             return None
         head = sched.waiting[0].times
-        first = head.arrival_s if head.queued_s is None else max(head.queued_s, head.arrival_s)
+        first = head.arrival_s if head.queued_s is None else head.queued_s
         return first if after_s is None or first > after_s else after_s
 
     @property
