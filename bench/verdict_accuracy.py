@@ -12,6 +12,12 @@ the truth at the top step's load, which is the step compared.
     python bench/verdict_accuracy.py --http 20 --seed 1     # real sweeps over HTTP vs virtual
     python bench/verdict_accuracy.py --below-top --scenarios 80 --seed 6   # the step below the top
 
+``--cache DIR``: keep each scenario's virtual sweep (its steps before judging) and the oracle's
+answer in DIR, keyed by the scenario itself; a later run with the same DIR judges them again in
+seconds instead of re-running the emulator. For rule changes only: the oracle and the sweeps
+are the emulator's, so a change to the emulator or to the grid needs a fresh DIR (a changed
+scenario gets a new key by itself).
+
 ``--below-top``: the step just below the top instead (the verdicts a knee rests on), against the
 oracle at that step's load.
 
@@ -26,6 +32,8 @@ scenario judged wrong with the evidence its verdict quoted.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import hashlib
 import json
 import math
 import multiprocessing
@@ -42,7 +50,7 @@ from tokenload.sim.engine import (
     EngineConfig,
     SimEngine,
 )
-from tokenload.sim.oracle import judge_level
+from tokenload.sim.oracle import OracleVerdict, judge_level
 from tokenload.sim.profile import list_profiles, load_profile
 from tokenload.sim.virtual import RequestSpec, run_closed_loop
 from tokenload.sim.virtual_sweep import VirtualSchedule, VirtualWorkload, virtual_sweep
@@ -120,15 +128,31 @@ def _unloaded_e2e_s(profile: str, config: EngineConfig, workload: VirtualWorkloa
     return max(r.e2e_s for r in run.requests)
 
 
+#: Where --cache keeps the sweeps and oracle answers (set in main; forked workers inherit it).
+CACHE: Path | None = None
+
+
+def _cache_path(sc: dict[str, Any], from_top: int) -> Path | None:
+    if CACHE is None:
+        return None
+    key = hashlib.sha256(json.dumps([sc, from_top], sort_keys=True).encode()).hexdigest()[:20]
+    return CACHE / f"{sc['index']:04d}-{from_top}-{key}.json"
+
+
 def _judged_sweep(sc: dict[str, Any], from_top: int) -> tuple[dict[str, Any], Any]:
     """The scenario's virtual sweep, judged; the verdict of the step ``from_top`` below its top
     step (0: the top) and the oracle at that step's load."""
+    at = -1 - from_top
+    cached = _cache_path(sc, from_top)
+    if cached is not None and cached.exists():
+        kept = json.loads(cached.read_text())
+        steps, _knee = judge_steps(kept["steps"])
+        return steps[at]["verdict"], OracleVerdict(**kept["truth"])
     config = EngineConfig(**sc["config"])
     workload = VirtualWorkload(**sc["workload"])
     e2e1 = _unloaded_e2e_s(sc["profile"], config, workload)
     duration = min(90.0, max(20.0, 3 * e2e1))
     levels = sc["levels"]
-    at = -1 - from_top
     if sc["open_loop"]:
         # Rates around what `levels` users would send back to back when unloaded.
         rates = tuple(round(c / e2e1, 4) for c in levels)
@@ -138,6 +162,7 @@ def _judged_sweep(sc: dict[str, Any], from_top: int) -> tuple[dict[str, Any], An
         schedule = VirtualSchedule(concurrency=tuple(levels), step_duration_s=duration, warmup=0.25)
         load = {"concurrency": levels[at]}
     sweep = virtual_sweep(sc["profile"], config, workload, schedule)
+    unjudged = json.dumps(sweep.steps) if cached is not None else None
     steps, _knee = judge_steps(sweep.steps)
     truth = judge_level(
         sc["profile"],
@@ -147,6 +172,8 @@ def _judged_sweep(sc: dict[str, Any], from_top: int) -> tuple[dict[str, Any], An
         warmup_s=max(10.0, 0.5 * duration),
         **load,
     )
+    if cached is not None:
+        cached.write_text(f'{{"steps": {unjudged}, "truth": {json.dumps(dataclasses.asdict(truth))}}}')
     return steps[at]["verdict"], truth
 
 
@@ -377,12 +404,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--http", type=int, default=0, help="run N scenarios over HTTP too (real sweeps)")
     ap.add_argument("--http-step-duration", type=float, default=20.0)
+    ap.add_argument("--cache", type=Path, help="keep sweeps and oracle answers here; judge kept ones again")
     ap.add_argument(
         "--below-top",
         action="store_true",
         help="judge the step below the top, with and without the top's measured gain",
     )
     args = ap.parse_args(argv)
+    global CACHE
+    if args.cache is not None:
+        args.cache.mkdir(parents=True, exist_ok=True)
+        CACHE = args.cache
     if args.below_top:
         return main_below_top(args.scenarios, args.seed, args.jobs)
     if args.http:
