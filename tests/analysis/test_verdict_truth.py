@@ -88,16 +88,20 @@ def test_short_prompts_plateau_on_compute_in_simulated_time() -> None:
     assert steps[2]["verdict"]["bottleneck"] == "compute", steps[2]["verdict"]["evidence"]
 
 
-def _grid_case(config: dict, workload: VirtualWorkload, levels: tuple[int, ...], duration: float):
+def _grid_case(
+    config: dict, workload: VirtualWorkload, levels: tuple[int, ...], duration: float, profile: str = A40
+):
     """A scenario of bench/verdict_accuracy.py's grid (seed 1): its top step's verdict and the
     oracle at that load, timed as the bench times them."""
     from tokenload.sim.engine import EngineConfig
 
     cfg = EngineConfig(**config)
-    sweep = virtual_sweep(A40, cfg, workload, VirtualSchedule(concurrency=levels, step_duration_s=duration))
+    sweep = virtual_sweep(
+        profile, cfg, workload, VirtualSchedule(concurrency=levels, step_duration_s=duration)
+    )
     steps, _ = judge_steps(sweep.steps)
     truth = judge_level(
-        A40, cfg, workload, concurrency=levels[-1], duration_s=1.5 * duration, warmup_s=0.5 * duration
+        profile, cfg, workload, concurrency=levels[-1], duration_s=1.5 * duration, warmup_s=0.5 * duration
     )
     return steps[-1]["verdict"], truth
 
@@ -112,6 +116,32 @@ def test_a_full_cache_holding_few_requests_is_kv_capacity_not_bandwidth() -> Non
     verdict, truth = _grid_case(config, workload, (2, 4, 8, 16, 32), 90.0)
     assert truth.label == "kv_capacity", truth
     assert verdict["bottleneck"] == "kv_capacity", verdict["evidence"]
+    assert all(e["value"] is not None for e in verdict["evidence"])
+
+
+def test_a_cache_that_thrashes_long_prompts_is_kv_capacity_not_compute() -> None:
+    # Seed 1 #118: 1,076 blocks (17k tokens) hold two or three of these 3-9k-token prompts, so
+    # five users keep preempting each other: 114 preemptions in 20 s, and throughput fell from
+    # 123 to 88 tokens/s from 2 to 5 users. Each preemption throws a request's computed context
+    # away and the engine computes it again; vLLM V1 counts no recomputed token in
+    # vllm:iteration_tokens_total or vllm:prompt_tokens_total, but its FLOP counter and its
+    # step time hold them. The old rules read a compute-bound step (compute +64 %, kv_capacity
+    # +10 %: a larger batch of prefill costs as much more); the oracle: kv_capacity +116 %,
+    # compute +38 %. A cache twice the size holds all five users: the recomputation ends.
+    config = {
+        "preset": "v1",
+        "max_model_len": 16384,
+        "max_num_seqs": 256,
+        "num_gpu_blocks": 1076,
+        "max_num_batched_tokens": 1024,
+        "seed": 118,
+    }
+    workload = VirtualWorkload("uniform:3157-9471", "uniform:102-307", prefix_groups=2, seed=118)
+    verdict, truth = _grid_case(config, workload, (1, 2, 5), 20.0, profile="h100-llama3.1-8b")
+    assert truth.label == "kv_capacity", truth
+    assert verdict["bottleneck"] == "kv_capacity", verdict["evidence"]
+    redone = next(e for e in verdict["evidence"] if e["metric"] == "recomputed share of tokens")
+    assert 0.5 < redone["value"] < 1.0
     assert all(e["value"] is not None for e in verdict["evidence"])
 
 

@@ -23,7 +23,8 @@ step alone. Throughput at a closed or open loop is tokens per step over step tim
   definition);
 * of a saturated step, each resource relaxed by 2x is predicted as the oracle measures it: FLOP/s
   halves the compute term, bandwidth the memory terms (the weights and the KV reads), KV blocks
-  or max_num_seqs let the batch grow as far as the load and the other limit allow; the largest
+  or max_num_seqs let the batch grow as far as the load and the other limit allow (and a cache
+  holding all the demand ends the recomputation, headroom.recompute_share); the largest
   predicted gain names the bottleneck, one within ``secondary_share`` of it the secondary.
 
 Steps are judged in order of load (concurrency, or target rate), whatever order they ran in (a
@@ -35,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from tokenload.analysis.advice import ADVICE, BOTTLENECKS
 from tokenload.analysis.headroom import (
     batch_room,
     capped_below_kv,
@@ -43,6 +45,7 @@ from tokenload.analysis.headroom import (
     kv_bound,
     kv_room_requests,
     plateau,
+    recompute_share,
     running_flat,
     step_model,
 )
@@ -51,54 +54,6 @@ from tokenload.analysis.signals import value_at as _g
 from tokenload.analysis.thresholds import Thresholds
 
 __all__ = ["ADVICE", "BOTTLENECKS", "RULES", "StepSignals", "diagnose_steps", "find_knee", "signals"]
-
-BOTTLENECKS = (
-    "none",
-    "compute",
-    "memory_bandwidth",
-    "kv_capacity",
-    "scheduler_limit",
-    "frontend",
-    "client",
-    "errors",
-    "unknown",
-)
-
-ADVICE: dict[str, list[str]] = {
-    "none": ["Not saturated at this load: there is headroom; keep raising the load to find the knee."],
-    "compute": [
-        "Compute (FLOP/s) is the bound, mostly prefill: add replicas, a faster GPU, or tensor parallelism.",
-        "Quantize (FP8 weights and activations) to raise FLOP/s; cap prompt length if long prompts dominate.",
-        "Lower max_num_batched_tokens if TTFT matters more than throughput (smaller prefill chunks).",
-    ],
-    "memory_bandwidth": [
-        "Decode is bound by memory bandwidth: quantize weights and the KV cache (FP8) to move fewer bytes.",
-        "A GPU with more bandwidth (H200 over H100) or tensor parallelism splits the reads.",
-        "Cap context length or concurrency if TPOT must stay under its SLO.",
-    ],
-    "kv_capacity": [
-        "The KV cache is full: cap context length (max_model_len) or concurrency (max_num_seqs).",
-        "Give the cache more memory: raise gpu_memory_utilization, an FP8 KV cache, a larger GPU, or TP.",
-        "Enable prefix caching if prompts share prefixes.",
-    ],
-    "scheduler_limit": [
-        "Running requests are pinned at the scheduler's cap while the KV cache has room: raise max_num_seqs.",
-    ],
-    "frontend": [
-        "Time goes before the engine's queue (HTTP, tokenization, hand-over), not in prefill or decode: "
-        "run more API server processes (vLLM --api-server-count) or give the server more CPU.",
-        "Keep the load generator off the server's host; check the server's CPU before its GPU.",
-    ],
-    "client": [
-        "The load generator could not keep up: add workers (tokenload sweep --workers N) or cores; "
-        "this step's latencies are not the server's.",
-    ],
-    "errors": ["Failures crossed the threshold: fix them first; latencies of a failing server mislead."],
-    "unknown": [
-        "The evidence cannot name the resource: rerun with the server's /metrics scraped (--metrics-url) "
-        "and a step below this load, or pass --gpu-peaks; a step with a lost worker is not judged.",
-    ],
-}
 
 
 def _ev(metric: str, value: Any, rule: str) -> dict[str, Any]:
@@ -272,7 +227,18 @@ def _rule_saturated(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> t
                 f"> {th.waiting_mean}: queued for capacity; twice the cache lets the batch grow {grow:.2f}x",
             )
         )
-        gains["kv_capacity"] = (model.gain(batch=grow) if model else 1.0, kv_ev)
+        redone = recompute_share(sig)
+        if redone >= 0.01:
+            kv_ev.append(
+                _ev(
+                    "recomputed share of tokens",
+                    round(redone, 3),
+                    f"{sig.preemptions:.0f} preemptions x {sig.context_tokens:.0f} tokens a request "
+                    "holds, computed again: work a cache that keeps them saves",
+                )
+            )
+        saved = 1.0 / (1.0 - redone)
+        gains["kv_capacity"] = (model.gain(batch=grow, flops=saved) if model else 1.0, kv_ev)
     elif plateau(sig, th):
         if sig.kv_mean:
             # A higher cap lets the batch grow only as far as the KV cache holds it.

@@ -20,6 +20,7 @@ __all__ = [
     "kv_room_requests",
     "plateau",
     "queued",
+    "recompute_share",
     "running_flat",
     "step_model",
 ]
@@ -166,6 +167,23 @@ def _tokens_model(sig: StepSignals, th: Thresholds) -> StepModel | None:
         sig.tokens_per_step, seqs, sig.context_tokens or 0.0, th.kv_read_equiv_tokens, how
     )
     return model.with_overhead(sig.step_ms) if sig.step_ms else model
+
+
+def recompute_share(sig: StepSignals) -> float:
+    """Of the tokens the engine computed in the step, the share that a twice-larger KV cache
+    would save: each preemption throws away what its request had computed, about the mean
+    context a request holds (its prompt and half its output), which the engine computes again
+    (vLLM V1 counts none of it in its token counters; its step time and FLOP counter hold it).
+    Saved only where that cache holds all the demand: a closed loop whose users fit in twice the
+    running batch; more demand (an open loop's growing queue) fills any cache, and preemptions go
+    on. At most 0.9; 0 without preemptions or the counts to weigh them."""
+    fits = sig.users is not None and sig.running_mean and sig.users <= 2.0 * sig.running_mean
+    if not fits or not sig.preemptions or not sig.context_tokens:
+        return 0.0
+    if not sig.tokens_per_step or not sig.engine_steps:
+        return 0.0
+    redone = sig.preemptions * sig.context_tokens
+    return min(0.9, redone / (redone + sig.tokens_per_step * sig.engine_steps))
 
 
 def demand_room(sig: StepSignals) -> float:
