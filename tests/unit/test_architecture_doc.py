@@ -32,3 +32,14 @@ def test_no_module_over_500_lines_but_the_known_ones() -> None:
         if len(p.read_text().splitlines()) > 500
     }
     assert long <= LONG_KNOWN, sorted(long - LONG_KNOWN)
+
+
+def test_every_bench_script_is_listed_in_the_benchmarks_doc() -> None:
+    # A bench nobody can find is a figure nobody reruns: each script in bench/ (not a helper
+    # module, named with a leading underscore) has its line in docs/benchmarks.md.
+    text = (ROOT / "docs" / "benchmarks.md").read_text()
+    scripts = sorted(p.name for p in (ROOT / "bench").glob("*.py") if not p.name.startswith("_"))
+    assert len(scripts) > 10
+    assert not [s for s in scripts if f"bench/{s}" not in text], [
+        s for s in scripts if f"bench/{s}" not in text
+    ]
