@@ -176,7 +176,10 @@ def recompute_share(sig: StepSignals) -> float:
     (vLLM V1 counts none of it in its token counters; its step time and FLOP counter hold it).
     Saved only where that cache holds all the demand: a closed loop whose users fit in twice the
     running batch; more demand (an open loop's growing queue) fills any cache, and preemptions go
-    on. At most 0.9; 0 without preemptions or the counts to weigh them."""
+    on. At most 0.9: the estimate counts a preempted request's whole context, which one preempted
+    part-way through its prefill had not computed yet, so the share is an upper bound, kept below
+    all the work (a factor of 10 on the compute term at most). 0 without preemptions or the
+    counts to weigh them."""
     fits = sig.users is not None and sig.running_mean and sig.users <= 2.0 * sig.running_mean
     if not fits or not sig.preemptions or not sig.context_tokens:
         return 0.0
