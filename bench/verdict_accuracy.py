@@ -130,6 +130,14 @@ def _unloaded_e2e_s(profile: str, config: EngineConfig, workload: VirtualWorkloa
 
 #: Where --cache keeps the sweeps and oracle answers (set in main; forked workers inherit it).
 CACHE: Path | None = None
+#: --given-max-num-seqs: judge as a user who tells tokenload the server's max_num_seqs
+#: (--server-max-num-seqs); vLLM's /metrics does not show it.
+GIVEN_CAP = False
+
+
+def _judge(steps: list[dict[str, Any]], sc: dict[str, Any]) -> list[dict[str, Any]]:
+    cap = sc["config"].get("max_num_seqs") if GIVEN_CAP else None
+    return judge_steps(steps, max_num_seqs=cap)[0]
 
 
 def _cache_path(sc: dict[str, Any], from_top: int) -> Path | None:
@@ -146,7 +154,7 @@ def _judged_sweep(sc: dict[str, Any], from_top: int) -> tuple[dict[str, Any], An
     cached = _cache_path(sc, from_top)
     if cached is not None and cached.exists():
         kept = json.loads(cached.read_text())
-        steps, _knee = judge_steps(kept["steps"])
+        steps = _judge(kept["steps"], sc)
         return steps[at]["verdict"], OracleVerdict(**kept["truth"])
     config = EngineConfig(**sc["config"])
     workload = VirtualWorkload(**sc["workload"])
@@ -163,7 +171,7 @@ def _judged_sweep(sc: dict[str, Any], from_top: int) -> tuple[dict[str, Any], An
         load = {"concurrency": levels[at]}
     sweep = virtual_sweep(sc["profile"], config, workload, schedule)
     unjudged = json.dumps(sweep.steps) if cached is not None else None
-    steps, _knee = judge_steps(sweep.steps)
+    steps = _judge(sweep.steps, sc)
     truth = judge_level(
         sc["profile"],
         config,
@@ -268,7 +276,9 @@ def run_http(sc: dict[str, Any], duration: float) -> dict[str, Any]:
     else:
         schedule = VirtualSchedule(concurrency=tuple(levels), step_duration_s=duration, warmup=0.25)
         load_args = ["--concurrency", ",".join(str(c) for c in levels)]
-    virtual, _ = judge_steps(virtual_sweep(sc["profile"], config, workload, schedule).steps)
+    virtual = _judge(virtual_sweep(sc["profile"], config, workload, schedule).steps, sc)
+    if GIVEN_CAP:
+        load_args += ["--server-max-num-seqs", str(sc["config"]["max_num_seqs"])]
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
         cmd = [sys.executable, "-m", "tokenload", "sweep", *load_args, "--step-duration", str(duration),
@@ -310,14 +320,22 @@ def main_http(n: int, seed: int, duration: float, as_json: bool) -> int:
         "steps": len(steps),
         "steps_agreeing": same,
         "agreement": round(same / len(steps), 3) if steps else None,
-        "scenarios_agreeing": sum(r.get("virtual") == r.get("http") for r in results if "http" in r),
+        # On every step both ran: a real rate shape stops after an oversaturated step, the
+        # virtual sweep runs them all.
+        "scenarios_agreeing": sum(
+            bool(r["http"]) and all(v == h for v, h in zip(r["virtual"], r["http"], strict=False))
+            for r in results
+            if "http" in r
+        ),
+        "given_max_num_seqs": GIVEN_CAP,
         "results": results,
     }
     if as_json:
         print(json.dumps(out))
     else:
+        agreeing = out["scenarios_agreeing"]
         print(f"over HTTP vs virtual: {same}/{len(steps)} steps agree ({out['agreement']}); "
-              f"{out['scenarios_agreeing']}/{len(picked)} scenarios agree on every step")  # fmt: skip
+              f"{agreeing}/{len(picked)} scenarios agree on every step both ran")  # fmt: skip
         for r in results:
             print(f"  #{r['index']}: virtual {r.get('virtual')} http {r.get('http')} {r.get('error', '')}")
     return 0
@@ -406,12 +424,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--http-step-duration", type=float, default=20.0)
     ap.add_argument("--cache", type=Path, help="keep sweeps and oracle answers here; judge kept ones again")
     ap.add_argument(
+        "--given-max-num-seqs",
+        action="store_true",
+        help="judge as a user who gives the server's max_num_seqs (--server-max-num-seqs)",
+    )
+    ap.add_argument(
         "--below-top",
         action="store_true",
         help="judge the step below the top, with and without the top's measured gain",
     )
     args = ap.parse_args(argv)
-    global CACHE
+    global CACHE, GIVEN_CAP
+    GIVEN_CAP = args.given_max_num_seqs
     if args.cache is not None:
         args.cache.mkdir(parents=True, exist_ok=True)
         CACHE = args.cache
@@ -428,6 +452,7 @@ def main(argv: list[str] | None = None) -> int:
         results = [run_scenario(s) for s in scenarios]
     summary = summarize(results)
     summary["seed"] = args.seed
+    summary["given_max_num_seqs"] = args.given_max_num_seqs
     if args.json:
         print(json.dumps(summary))
     else:

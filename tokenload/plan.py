@@ -281,6 +281,7 @@ def _write_run(run_dir: Path, out: dict[str, Any], sweep: Any) -> None:
         "steps": out["steps"],
         "knee": out["knee"],
         "gpu_peaks": None,
+        "server_max_num_seqs": None,
         "totals": None,
         "workers": ["virtual"],
         "workers_lost": [],

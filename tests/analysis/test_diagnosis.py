@@ -80,6 +80,21 @@ def test_scheduler_limit() -> None:
     assert v["bottleneck"] == "scheduler_limit" and any("max_num_seqs" in a for a in v["advice"])
 
 
+def test_a_cap_the_user_gave_decides_where_no_plateau_shows() -> None:
+    # Running doubled for 4x the users, so no plateau across steps shows a cap; requests wait
+    # while the cache has room. From /metrics alone the resource cannot be named (unknown); the
+    # user's --server-max-num-seqs 4 says running sits at the cap: scheduler_limit, and the
+    # evidence says the cap was given, not seen.
+    steps = [step(2, 100, run=2), step(8, 130, ttft=2000, kv=0.1, run=4, run_max=4, wait=4)]
+    assert names(steps) == ["none", "unknown"]
+    v = diagnose_steps(steps, max_num_seqs=4)[1]
+    assert v["bottleneck"] == "scheduler_limit", v["evidence"]
+    cap = next(e for e in v["evidence"] if e["metric"] == "requests_running max")
+    assert cap["value"] == 4 and "max_num_seqs 4 (given)" in cap["rule"]
+    # A cap the batch is far from changes nothing.
+    assert names(steps, max_num_seqs=256) == ["none", "unknown"]
+
+
 def _timed(s: dict, step_ms: float, tokens: float, gen_share: float = 0.5, ctx_in: float = 200) -> dict:
     """Give a hand-built step the server's step time and tokens per step (the step-time model)."""
     s["server"]["itl_ms"] = {"mean": step_ms}

@@ -4,6 +4,8 @@ counterfactual runs. Scenarios from the issue, which the old rules got wrong."""
 
 from __future__ import annotations
 
+import copy
+
 from tokenload.analysis.judge import judge_steps
 from tokenload.servermetrics.parse import parse_page
 from tokenload.sim.oracle import SATURATION_GAIN, judge_level
@@ -143,6 +145,38 @@ def test_a_cache_that_thrashes_long_prompts_is_kv_capacity_not_compute() -> None
     redone = next(e for e in verdict["evidence"] if e["metric"] == "recomputed share of tokens")
     assert 0.5 < redone["value"] < 1.0
     assert all(e["value"] is not None for e in verdict["evidence"])
+
+
+def test_a_cap_the_user_gives_names_the_scheduler_where_metrics_alone_cannot() -> None:
+    # Seed 1 #34: Llama-3.1-70B FP8 on an H200, vLLM V0, max_num_seqs 4, ~90-token prompts and
+    # ~590-token outputs at 0.05-0.42 req/s. The oracle: max_num_seqs +95 %, bandwidth +80 %.
+    # From /metrics alone the batch of 4 reads the weights each step and the verdict is
+    # memory_bandwidth: nothing there shows the cap (vLLM exports no max_num_seqs). Given it
+    # (--server-max-num-seqs 4), running sits at the cap: scheduler_limit.
+    from tokenload.sim.engine import EngineConfig
+
+    cfg = EngineConfig(preset="v0", max_model_len=2048, max_num_seqs=4, seed=34)
+    workload = VirtualWorkload(
+        "lognormal:mean=90,sigma=0.5", "lognormal:mean=591,sigma=0.5", prefix_groups=8, seed=34
+    )
+    rates, duration = (0.0522, 0.1044, 0.2087, 0.4174), 57.4945
+    schedule = VirtualSchedule(rates=rates, step_duration_s=duration, warmup=0.25, max_in_flight=4096)
+    steps = virtual_sweep("h200-llama3.1-70b-fp8", cfg, workload, schedule).steps
+    truth = judge_level(
+        "h200-llama3.1-70b-fp8",
+        cfg,
+        workload,
+        rate_rps=rates[-1],
+        duration_s=1.5 * duration,
+        warmup_s=0.5 * duration,
+    )
+    assert truth.label == "scheduler_limit", truth
+    blind = judge_steps(copy.deepcopy(steps))[0][-1]["verdict"]
+    assert blind["bottleneck"] == "memory_bandwidth", blind["evidence"]
+    given = judge_steps(steps, max_num_seqs=4)[0][-1]["verdict"]
+    assert given["bottleneck"] == "scheduler_limit", given["evidence"]
+    assert given["decided_by"] == "predicted gain from 2x load"
+    assert any("max_num_seqs 4 (given)" in e["rule"] for e in given["evidence"])
 
 
 def test_a_batch_at_its_seen_ceiling_is_saturated_on_bandwidth() -> None:

@@ -67,6 +67,17 @@ def test_verdicts_and_knee_are_recomputed() -> None:
     assert lenient["knee"] is None
 
 
+def test_the_report_judges_again_with_the_cap_the_run_was_given() -> None:
+    # summary.json keeps --server-max-num-seqs; the report's verdicts use it as the run's did.
+    srv = {"requests_running": {"mean": 4.0, "max": 4.0}, "requests_waiting": {"mean": 4.0},
+           "kv_cache_usage_ratio": {"mean": 0.1, "max": 0.1}}  # fmt: skip
+    low = {"requests_running": {"mean": 2.0, "max": 2.0}, "requests_waiting": {"mean": 0.0}}
+    s = summary([step(0, 2, 100, 30, server=low), step(1, 8, 130, 2000, server=srv)])
+    assert refresh_verdicts(s)["steps"][1]["verdict"]["bottleneck"] == "unknown"
+    s["server_max_num_seqs"] = 4
+    assert refresh_verdicts(s)["steps"][1]["verdict"]["bottleneck"] == "scheduler_limit"
+
+
 def test_failures_by_class_over_the_run_and_per_step() -> None:
     steps = [step(0, 1, 100, 30), step(1, 4, 390, 35, failed={"http_5xx": 3, "ttft_timeout": 1})]
     records = [{"status": "ok"}] * 5 + [

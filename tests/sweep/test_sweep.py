@@ -86,11 +86,12 @@ def test_staircase_against_the_emulator(tmp_path: Path, workers: int) -> None:
         "--stall-timeout", "29", "--sim-args", "--profile h100-llama3.1-8b",
         # Options from their variables, as a pod sets them; the flag wins over the variable.
         env={"TOKENLOAD_OUTPUT_TOKENS": "24", "TOKENLOAD_TTFT_TIMEOUT": "77",
-             "TOKENLOAD_PROMPT_TOKENS": "999"},
+             "TOKENLOAD_PROMPT_TOKENS": "999", "TOKENLOAD_SERVER_MAX_NUM_SEQS": "256"},
     )  # fmt: skip
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["schema_version"] == 3
+    assert summary["server_max_num_seqs"] == 256  # kept for the report's verdicts
     # Every run option reaches the Locust processes, not only the ones the sweep once listed.
     config = summary["config"]
     assert (config["stall_timeout_s"], config["ttft_timeout_s"]) == (29.0, 77.0)

@@ -31,6 +31,7 @@ BAD = {
     "--metrics-discover": "vllm-metrics",
     "--metrics-discover-every": "0",
     "--gpu-peaks": "989e12",
+    "--server-max-num-seqs": "-1",
     "--prometheus-url": "ftp://prometheus:9090",
     "--prometheus-selector": "{job=}",
     "--exporter-port": "70000",

@@ -38,7 +38,9 @@ from typing import Any
 
 from tokenload.analysis.advice import ADVICE, BOTTLENECKS
 from tokenload.analysis.headroom import (
+    at_cap,
     batch_room,
+    cap_room,
     capped_below_kv,
     demand_room,
     growth_models,
@@ -209,7 +211,10 @@ def _rule_saturated(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> t
     model = step_model(sig, th)
     gains: dict[str, tuple[float, list[dict]]] = {}
     grow = demand_room(sig)
+    cap = cap_room(sig)
     if kv_bound(sig, th):
+        # A larger cache lets the batch grow only as far as max_num_seqs, when the user gave it.
+        kv_grow = grow if cap is None else min(grow, cap)
         # Evicted requests are recomputed: a cache twice the size keeps them.
         kv_ev = [
             _ev(
@@ -224,7 +229,9 @@ def _rule_saturated(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> t
             _ev(
                 "requests_waiting mean",
                 round(sig.waiting_mean, 2),
-                f"> {th.waiting_mean}: queued for capacity; twice the cache lets the batch grow {grow:.2f}x",
+                f"> {th.waiting_mean}: queued for capacity; twice the cache lets the batch grow "
+                f"{kv_grow:.2f}x"
+                + (f" (max_num_seqs {sig.max_num_seqs:.0f}, given)" if kv_grow < grow else ""),
             )
         )
         redone = recompute_share(sig)
@@ -238,8 +245,10 @@ def _rule_saturated(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> t
                 )
             )
         saved = 1.0 / (1.0 - redone)
-        gains["kv_capacity"] = (model.gain(batch=grow, flops=saved) if model else 1.0, kv_ev)
-    elif plateau(sig, th):
+        gains["kv_capacity"] = (model.gain(batch=kv_grow, flops=saved) if model else 1.0, kv_ev)
+    if at_cap(sig):
+        gains["scheduler_limit"] = _at_cap_gain(sig, th, model, grow)
+    elif plateau(sig, th) and "kv_capacity" not in gains:
         if sig.kv_mean:
             # A higher cap lets the batch grow only as far as the KV cache holds it.
             grow = max(1.0, min(grow, th.kv_full_ratio / sig.kv_mean))
@@ -294,6 +303,25 @@ def _rule_saturated(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> t
     # A cache full at its peaks that a cap keeps from binding: said whatever binds.
     aside = [] if best == "scheduler_limit" else _cap_not_cache(sig, th)
     return best, ev + gains[best][1] + aside + [ranking]
+
+
+def _at_cap_gain(sig: StepSignals, th: Thresholds, model: Any, grow: float) -> tuple[float, list[dict]]:
+    """Running reached the cap the user gave (``max_num_seqs``): twice the cap lets the batch grow
+    as far as the load and the KV cache allow."""
+    if sig.kv_mean:
+        grow = max(1.0, min(grow, th.kv_full_ratio / sig.kv_mean))
+    return (
+        model.gain(batch=grow) if model else 1.0,
+        [
+            _ev(
+                "requests_running max",
+                _r(sig.running_max),
+                f">= max_num_seqs {sig.max_num_seqs:.0f} (given): the cap holds the batch; twice "
+                f"the cap lets it grow {grow:.2f}x (the load and the KV cache's mean usage allow)",
+            ),
+            _ev("requests_waiting mean", round(sig.waiting_mean, 2), "requests queued behind the cap"),
+        ],
+    )
 
 
 def _frontend(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> list[dict] | None:
@@ -382,7 +410,10 @@ def _completed(step: dict[str, Any]) -> float:
 
 
 def diagnose_steps(
-    steps: list[dict[str, Any]], thresholds: Thresholds | None = None, peaks: dict[str, float] | None = None
+    steps: list[dict[str, Any]],
+    thresholds: Thresholds | None = None,
+    peaks: dict[str, float] | None = None,
+    max_num_seqs: int | None = None,
 ) -> list[dict[str, Any]]:
     """One verdict per step: ``{"bottleneck", "saturated", "decided_by", "evidence", "advice"}``.
     Steps with different workloads (a context sweep's prompt lengths) are judged as separate
@@ -397,7 +428,7 @@ def diagnose_steps(
         prev = base = None
         for i in order:
             step = steps[i]
-            sig = signals(step, prev, peaks, base)
+            sig = signals(step, prev, peaks, base, max_num_seqs)
             rule_name, name, evidence = _first_rule(sig, step, th)
             verdict: dict[str, Any] = {
                 "bottleneck": name,

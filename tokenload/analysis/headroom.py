@@ -11,7 +11,9 @@ from tokenload.analysis.stepmodel import MACHINE_BALANCE, OVERLAP, StepModel
 from tokenload.analysis.thresholds import Thresholds
 
 __all__ = [
+    "at_cap",
     "batch_room",
+    "cap_room",
     "capped_below_kv",
     "demand_room",
     "growth_models",
@@ -57,6 +59,19 @@ def kv_room_requests(sig: StepSignals) -> float | None:
     if not sig.running_mean or not sig.kv_mean:
         return None
     return (1.0 - sig.kv_mean) / (sig.kv_mean / sig.running_mean)
+
+
+def at_cap(sig: StepSignals) -> bool:
+    """Running requests reached the engine's cap (``max_num_seqs``, when the user gave it)."""
+    return sig.max_num_seqs is not None and (sig.running_max or 0.0) >= sig.max_num_seqs - 0.5
+
+
+def cap_room(sig: StepSignals) -> float | None:
+    """How far the running batch can grow before it meets the engine's cap (``max_num_seqs``,
+    when the user gave it) or None: the cap over the running mean, at least 1."""
+    if sig.max_num_seqs is None or not sig.running_mean:
+        return None
+    return max(1.0, sig.max_num_seqs / sig.running_mean)
 
 
 def running_flat(sig: StepSignals, th: Thresholds) -> bool:
@@ -189,6 +204,10 @@ def recompute_share(sig: StepSignals) -> float:
     return min(0.9, redone / (redone + sig.tokens_per_step * sig.engine_steps))
 
 
+def _round(v: float | None) -> float | None:
+    return None if v is None else round(v, 2)
+
+
 def demand_room(sig: StepSignals) -> float:
     """How far the running batch could grow at this load if its limit were lifted (at most 2x):
     a closed loop to its users; an open loop to double, whatever its queue now: the ground truth
@@ -227,6 +246,10 @@ def batch_room(sig: StepSignals, th: Thresholds) -> tuple[float, str, str, float
                 f"requests wait (mean {sig.waiting_mean:.2f}) while running peaks at "
                 f"{sig.running_max:.0f} of {sig.users:.0f} users"
             )
+    cap = cap_room(sig)
+    if cap is not None and cap < room:
+        room, metric, value = cap, "requests_running mean", _round(sig.running_mean)
+        why = f"max_num_seqs {sig.max_num_seqs:.0f} (given) holds {cap:.2f}x the running batch"
     if sig.kv_mean:
         # The usage's mean, not its peak: a cache full only at its peaks still holds a larger
         # batch on average, until the mean reaches the full mark.

@@ -16,10 +16,12 @@ def judge_steps(
     steps: list[dict[str, Any]],
     thresholds: Thresholds | None = None,
     peaks: dict[str, float] | None = None,
+    max_num_seqs: int | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """Set ``step["verdict"]`` on each of ``steps`` (in place) and return them with the knee.
-    ``peaks`` are the GPU's datasheet peaks, only when the user gave them (``--gpu-peaks``)."""
-    verdicts = diagnose_steps(steps, thresholds=thresholds, peaks=peaks)
+    ``peaks`` are the GPU's datasheet peaks and ``max_num_seqs`` the engine's cap on running
+    requests, each only when the user gave it (``--gpu-peaks``, ``--server-max-num-seqs``)."""
+    verdicts = diagnose_steps(steps, thresholds=thresholds, peaks=peaks, max_num_seqs=max_num_seqs)
     for step, verdict in zip(steps, verdicts, strict=True):
         step["verdict"] = verdict
     return steps, find_knee(steps, verdicts)

@@ -56,6 +56,7 @@ class StepSignals:
     balance: float | None = None  # FLOP/byte machine balance, from --gpu-peaks
     ref_flops_per_step: float | None = None  # the lowest-load step's counters per engine step
     ref_bytes_per_step: float | None = None
+    max_num_seqs: float | None = None  # the engine's cap on running requests, when the user gave it
 
     @property
     def load_growth(self) -> float | None:
@@ -165,9 +166,11 @@ def signals(
     prev: dict[str, Any] | None,
     peaks: dict[str, float] | None,
     base: dict[str, Any] | None = None,
+    max_num_seqs: int | None = None,
 ) -> StepSignals:
     """The signals of ``step`` (``prev``: the step of the next lower load in its series,
-    ``base``: its lowest-load step)."""
+    ``base``: its lowest-load step; ``max_num_seqs``: the engine's cap on running requests, only
+    when the user gave it: vLLM's ``/metrics`` does not show it)."""
     t, source = _throughput(step)
     s, s_source = _step_ms(step)
     n, share = _tokens_per_step(step, s)
@@ -230,6 +233,7 @@ def signals(
         balance=peaks["flops_per_s"] / peaks["bytes_per_s"] if peaks else None,
         ref_flops_per_step=_per_engine_step(base)[0] if base is not None and base is not step else None,
         ref_bytes_per_step=_per_engine_step(base)[1] if base is not None and base is not step else None,
+        max_num_seqs=float(max_num_seqs) if max_num_seqs else None,
     )
 
 

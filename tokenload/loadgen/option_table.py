@@ -220,6 +220,15 @@ OPTIONS: tuple[Option, ...] = (
         type=t.gpu_peaks_type,
     ),
     Option(
+        "--server-max-num-seqs",
+        "server",
+        "The server's max_num_seqs (vLLM's cap on running requests per engine), when you know it: "
+        "vLLM's /metrics does not show it, so without it the analysis sees a cap only as running "
+        "requests that stop growing across steps (0: not given)",
+        default=0,
+        type=t.count_or_zero,
+    ),
+    Option(
         "--prometheus-url",
         "server",
         "Take the server's figures from this Prometheus (http://prometheus:9090) with PromQL over "

@@ -78,6 +78,7 @@ fraction = number(float, lambda v: 0 <= v <= 1, "a share from 0 to 1")
 factor = number(float, lambda v: v > 1, "a factor > 1")
 count = number(int, lambda v: v >= 1, "a positive integer")
 integer = number(int, lambda v: True, "an integer")
+count_or_zero = number(int, lambda v: v >= 0, "a positive integer, or 0 for not given")
 
 
 def port(text: str) -> int:

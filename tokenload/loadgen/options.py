@@ -40,6 +40,8 @@ class RunConfig:
     metrics_interval_s: float
     server_metrics: bool
     gpu_peaks: dict[str, float] | None
+    #: The engine's cap on running requests, when the user gave it (0 = not given).
+    server_max_num_seqs: int = 0
     #: Replicas looked up during the run (servermetrics/discovery.py; '' = none) and how often.
     metrics_discover: str = ""
     metrics_discover_every_s: float = 5.0
@@ -90,6 +92,7 @@ def run_config(options: Any) -> RunConfig:
         metrics_discover_every_s=float(opt("metrics_discover_every")),
         server_metrics=not bool(opt("no_server_metrics")),
         gpu_peaks=gpu_peaks(opt("gpu_peaks")),
+        server_max_num_seqs=int(opt("server_max_num_seqs") or 0),
         prometheus_url=str(opt("prometheus_url") or ""),
         prometheus_selector=_selector(opt("prometheus_selector")),
         exporter_port=int(opt("exporter_port") or 0),

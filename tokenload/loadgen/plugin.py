@@ -336,6 +336,7 @@ class RunContext:
             server_window=self.server_window,
             points=self.scraper.points if self.scraper is not None else None,
             gpu_peaks=self.config.gpu_peaks,
+            max_num_seqs=self.config.server_max_num_seqs or None,
             workers_lost=self.fleet.workers_lost,
             target_events=self.scraper.events if self.scraper is not None else (),
         )

@@ -39,7 +39,9 @@ def refresh_verdicts(summary: dict[str, Any], thresholds: Thresholds | None = No
     """A copy of the summary with each step's verdict and the knee recomputed."""
     out = copy.deepcopy(summary)
     steps = out.get("steps") or []
-    _, out["knee"] = judge_steps(steps, thresholds=thresholds, peaks=out.get("gpu_peaks"))
+    _, out["knee"] = judge_steps(
+        steps, thresholds=thresholds, peaks=out.get("gpu_peaks"), max_num_seqs=out.get("server_max_num_seqs")
+    )
     return out
 
 

@@ -33,6 +33,8 @@ class StepSources:
     #: The scraped points (servermetrics.scraper), None without a scraper (e.g. --prometheus-url).
     points: Sequence[Any] | None = None
     gpu_peaks: dict[str, float] | None = None
+    #: The engine's cap on running requests (--server-max-num-seqs), when the user gave it.
+    max_num_seqs: int | None = None
     workers_lost: Sequence[dict[str, Any]] = ()
     #: Replicas that appeared or vanished during the run (Scraper.events): their steps are flagged.
     target_events: Sequence[dict[str, Any]] = ()

@@ -327,7 +327,7 @@ def step_summaries(src: StepSources) -> list[dict[str, Any]]:
             steps[-1]["flags"].append("drifting")
     _flag_worker_loss(steps, list(src.workers_lost))
     _flag_target_changes(steps, list(src.target_events))
-    judge_steps(steps, peaks=src.gpu_peaks)
+    judge_steps(steps, peaks=src.gpu_peaks, max_num_seqs=src.max_num_seqs)
     return steps
 
 
@@ -347,6 +347,7 @@ def build_summary(src: StepSources, facts: RunFacts, rows: list[dict[str, Any]])
         "steps": steps,
         "knee": knee,
         "gpu_peaks": src.gpu_peaks,
+        "server_max_num_seqs": src.max_num_seqs,
         "totals": rows[-1] if rows else None,
         "workers": sorted(facts.workers) or ["local"],
         "workers_lost": list(src.workers_lost),

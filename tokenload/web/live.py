@@ -459,7 +459,7 @@ class LiveSeries(GreenletTask):
             sources = self.ctx.step_sources()
             done = {w.index for w in settled}
             steps = [s for s in step_summaries(sources) if s["index"] in done]
-            judge_steps(steps, peaks=sources.gpu_peaks)
+            judge_steps(steps, peaks=sources.gpu_peaks, max_num_seqs=sources.max_num_seqs)
             self._verdict_steps = {s["index"]: s for s in steps}
             self._verdict_error = None
         except Exception as exc:  # the step table still shows without verdicts
