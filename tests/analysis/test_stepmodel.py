@@ -3,6 +3,8 @@ changes the term it names, and the fixed time is found from two steps of a serie
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from tokenload.analysis.stepmodel import MACHINE_BALANCE, STEP_OVERHEAD_MS, StepModel
@@ -73,3 +75,24 @@ def test_the_judge_and_the_ground_truth_share_their_definitions() -> None:
 
     assert Thresholds().saturation_gain == SATURATION_GAIN
     assert Thresholds().secondary_share == SECONDARY_SHARE
+
+
+def test_a_given_cap_bounds_the_demand_a_larger_cache_must_hold() -> None:
+    # An open loop's queue grows without bound, so a cache twice the size fills again and the
+    # preemptions go on: nothing saved. With max_num_seqs 8 given, no more than 8 ever run: a
+    # cache that holds twice the 4.7 running holds them all, and the recomputation ends.
+    from tokenload.analysis.headroom import recompute_share
+    from tokenload.analysis.signals import StepSignals
+
+    sig = StepSignals(
+        load=2.0, prev_load=1.0, closed_loop=False, throughput=600.0, throughput_source="t",
+        prev_throughput=590.0, step_ms=7.1, step_source="t", prev_step_ms=7.0, tokens_per_step=12.4,
+        prev_tokens_per_step=11.9, ref_step_ms=None, ref_tokens_per_step=None, decode_share=0.35,
+        context_tokens=890.0, running_mean=4.7, running_max=6.0, prev_running_max=6.0,
+        waiting_mean=24.0, kv_mean=0.93, kv_max=1.0, preemptions=11.0, flops_share=None,
+        bytes_share=None, engine_steps=2107.0,
+    )  # fmt: skip
+    assert recompute_share(sig) == 0.0
+    redone = 11.0 * 890.0
+    assert recompute_share(replace(sig, max_num_seqs=8.0)) == pytest.approx(redone / (redone + 12.4 * 2107))
+    assert recompute_share(replace(sig, max_num_seqs=16.0)) == 0.0  # 16 running would not fit

@@ -190,12 +190,16 @@ def recompute_share(sig: StepSignals) -> float:
     context a request holds (its prompt and half its output), which the engine computes again
     (vLLM V1 counts none of it in its token counters; its step time and FLOP counter hold it).
     Saved only where that cache holds all the demand: a closed loop whose users fit in twice the
-    running batch; more demand (an open loop's growing queue) fills any cache, and preemptions go
-    on. At most 0.9: the estimate counts a preempted request's whole context, which one preempted
+    running batch, or an engine whose cap (``max_num_seqs``, when the user gave it) does, since
+    no more than the cap ever run; more demand (an open loop's growing queue) fills any cache,
+    and preemptions go on. At most 0.9: the estimate counts a preempted request's whole context, which one preempted
     part-way through its prefill had not computed yet, so the share is an upper bound, kept below
     all the work (a factor of 10 on the compute term at most). 0 without preemptions or the
     counts to weigh them."""
-    fits = sig.users is not None and sig.running_mean and sig.users <= 2.0 * sig.running_mean
+    demand = sig.users
+    if sig.max_num_seqs is not None:
+        demand = sig.max_num_seqs if demand is None else min(demand, sig.max_num_seqs)
+    fits = demand is not None and sig.running_mean and demand <= 2.0 * sig.running_mean
     if not fits or not sig.preemptions or not sig.context_tokens:
         return 0.0
     if not sig.tokens_per_step or not sig.engine_steps:
