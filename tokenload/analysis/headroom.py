@@ -192,10 +192,10 @@ def recompute_share(sig: StepSignals) -> float:
     Saved only where that cache holds all the demand: a closed loop whose users fit in twice the
     running batch, or an engine whose cap (``max_num_seqs``, when the user gave it) does, since
     no more than the cap ever run; more demand (an open loop's growing queue) fills any cache,
-    and preemptions go on. At most 0.9: the estimate counts a preempted request's whole context, which one preempted
-    part-way through its prefill had not computed yet, so the share is an upper bound, kept below
-    all the work (a factor of 10 on the compute term at most). 0 without preemptions or the
-    counts to weigh them."""
+    and preemptions go on. At most 0.9: the estimate counts a preempted request's whole context,
+    which one preempted part-way through its prefill had not computed yet, so the share is an
+    upper bound, kept below all the work (a factor of 10 on the compute term at most). 0 without
+    preemptions or the counts to weigh them."""
     demand = sig.users
     if sig.max_num_seqs is not None:
         demand = sig.max_num_seqs if demand is None else min(demand, sig.max_num_seqs)

@@ -222,9 +222,10 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "--server-max-num-seqs",
         "server",
-        "The server's max_num_seqs (vLLM's cap on running requests per engine), when you know it: "
-        "vLLM's /metrics does not show it, so without it the analysis sees a cap only as running "
-        "requests that stop growing across steps (0: not given)",
+        "The server's max_num_seqs (vLLM's cap on running requests), when you know it: vLLM's "
+        "/metrics does not show it, so without it the analysis sees a cap only as running requests "
+        "that stop growing across steps. With several engines (data parallel) or replicas scraped, "
+        "their sum: it is compared with the running requests their /metrics add up to (0: not given)",
         default=0,
         type=t.count_or_zero,
     ),
