@@ -80,8 +80,25 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _sim_replica_metrics(host: str) -> list[str] | None:
+    """The built-in emulator's replicas' /metrics (``tokenload sim --replicas N``), or None for
+    one server (its /sim/replicas answers 404)."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{host}/sim/replicas", timeout=10) as r:
+            return [x["metrics_url"] for x in json.load(r)["replicas"]]
+    except urllib.error.HTTPError:
+        return None
+
+
 def _check(args: argparse.Namespace) -> None:
     """What the options' own types cannot see: one option against another, or the whole shape."""
+    if args.out and "," in str(args.out):
+        # The run's locustfile is written there, and Locust reads -f as a comma-separated list.
+        raise SweepError(f"--out: expected a path without commas (Locust splits -f), got {args.out!r}")
     try:
         if args.shape == "rate":
             rate_staircase(parse_rate_list(args.rate), args.step_duration, args.warmup, args.max_in_flight)
@@ -322,6 +339,10 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
         print(f"target: the built-in emulator (tokenload sim {args.sim_args}) at {host}", flush=True)
+        if not args.metrics_url and not args.metrics_discover and not args.prometheus_url:
+            # Several replicas behind the emulator's router: scrape each one's /metrics, as a
+            # fleet behind a gateway is scraped (the router exports none).
+            args.metrics_url = _sim_replica_metrics(host)
         # No GPU peaks from the emulator's own profile: the analysis would then divide the
         # emulator's FLOP/byte counters by the peaks they were computed from (the emulator
         # confirming itself). Peaks are the user's to give (--gpu-peaks), as for a real server.

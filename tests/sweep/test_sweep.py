@@ -77,6 +77,15 @@ def test_bad_arguments_fail_before_any_load(args: list[str], needle: str, tmp_pa
     assert not (tmp_path / "run").exists()  # nothing was started
 
 
+def test_a_run_directory_with_a_comma_is_refused_before_any_load(tmp_path: Path) -> None:
+    # Locust reads -f as a comma-separated list: the run's locustfile there would not be found.
+    out = sweep("--out", str(tmp_path / "a,b"), timeout=60)
+    assert out.returncode == 2, out.stdout + out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--out: expected a path without commas" in lines[0], out.stderr
+    assert not (tmp_path / "a,b").exists()
+
+
 @pytest.mark.parametrize("workers", [0, 1])
 def test_staircase_against_the_emulator(tmp_path: Path, workers: int) -> None:
     run_dir = tmp_path / "run"

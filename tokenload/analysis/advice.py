@@ -12,6 +12,7 @@ BOTTLENECKS = (
     "kv_capacity",
     "scheduler_limit",
     "frontend",
+    "imbalance",
     "client",
     "errors",
     "unknown",
@@ -41,6 +42,11 @@ ADVICE: dict[str, list[str]] = {
         "Time goes before the engine's queue (HTTP, tokenization, hand-over), not in prefill or decode: "
         "run more API server processes (vLLM --api-server-count) or give the server more CPU.",
         "Keep the load generator off the server's host; check the server's CPU before its GPU.",
+    ],
+    "imbalance": [
+        "Some replicas are saturated while others have room: the router sends them more than they serve. "
+        "Check its policy (session affinity, prefix-aware routing, weights), the replicas' sizes and "
+        "health; a least-load policy evens it out.",
     ],
     "client": [
         "The load generator could not keep up: add workers (tokenload sweep --workers N) or cores; "

@@ -3,7 +3,8 @@
 Labels: ``none`` (headroom: more load still buys throughput), ``compute`` (FLOP/s bound),
 ``memory_bandwidth`` (weights and KV reads bound), ``kv_capacity`` (the KV cache is full),
 ``scheduler_limit`` (running pinned at a cap such as max_num_seqs while the cache has room),
-``frontend`` (the API server in front of the engine), ``client`` (the load generator could not
+``frontend`` (the API server in front of the engine), ``imbalance`` (a fleet whose replicas
+disagree: tokenload.analysis.replicas), ``client`` (the load generator could not
 keep up), ``errors`` (failures crossed their threshold), ``unknown`` (not judged: a worker was
 lost; or saturated with no resource the evidence can name -- ``saturated`` says which).
 Input: the steps of ``summary.json``; only what a real server shows (client figures and

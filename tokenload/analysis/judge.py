@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from tokenload.analysis.diagnosis import diagnose_steps, find_knee
+from tokenload.analysis.replicas import judge_replicas
 from tokenload.analysis.thresholds import Thresholds
 
 __all__ = ["judge_steps"]
@@ -24,4 +25,6 @@ def judge_steps(
     verdicts = diagnose_steps(steps, thresholds=thresholds, peaks=peaks, max_num_seqs=max_num_seqs)
     for step, verdict in zip(steps, verdicts, strict=True):
         step["verdict"] = verdict
-    return steps, find_knee(steps, verdicts)
+    # Several replicas scraped: each replica's verdict, and an imbalance named as such.
+    judge_replicas(steps, thresholds, peaks, max_num_seqs)
+    return steps, find_knee(steps, [s["verdict"] for s in steps])

@@ -38,6 +38,7 @@ BOTTLENECK_WORDS = {
     "kv_capacity": "saturated: the KV cache is full",
     "scheduler_limit": "saturated: running requests pinned at the scheduler's cap",
     "frontend": "saturated: the API server (HTTP, tokenization) before the engine's queue",
+    "imbalance": "saturated replicas while others have room: the router's split",
     "client": "the load generator could not keep up: latencies are not the server's",
     "errors": "failing: failures crossed the threshold",
     "unknown": "not judged, or saturated with no resource the evidence can name",
@@ -252,6 +253,9 @@ def verdict_sentence(step: dict[str, Any]) -> str:
     secondary = _g(step, "verdict", "secondary")
     if secondary:
         tail += f" (a close second: {secondary})"
+    replicas = _g(step, "verdict", "replicas")
+    if replicas:
+        tail += " (replicas: " + ", ".join(f"{u} {r['bottleneck']}" for u, r in replicas.items()) + ")"
     return (
         f"Step {step.get('index')} at {load_label(step)}: {words}{tail} - "
         f"{fmt(step.get('output_tokens_per_s'))} output tokens/s, "

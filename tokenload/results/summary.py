@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from tokenload import __version__
@@ -25,7 +26,7 @@ from tokenload.metrics.precision import targets_met
 from tokenload.metrics.steady import steady_state
 from tokenload.metrics.step_tally import new_tally
 from tokenload.results.run_inputs import RunFacts, StepSources
-from tokenload.servermetrics.summary import tick_series
+from tokenload.servermetrics.summary import END_SCRAPE_GRACE_S, summarize_window, tick_series
 
 __all__ = [
     "CLIENT_CPU_LIMIT_PERCENT",
@@ -295,6 +296,20 @@ def _flag_target_changes(steps: list[dict[str, Any]], events: list[dict[str, Any
             step["replica_events"] = [dict(e) for e in inside]
 
 
+def replica_windows(points: Sequence[Any], t0: float, t1: float) -> dict[str, dict[str, Any]] | None:
+    """Each scraped replica's own server figures over ``[t0, t1]`` (the fields of a step's
+    ``server``), when at least two replicas answered in it; None otherwise."""
+    inside = [p for p in points if p.ok and t0 <= p.t <= t1 + END_SCRAPE_GRACE_S]
+    targets = sorted({p.target for p in inside})
+    if len(targets) < 2:
+        return None
+    out = {}
+    for target in targets:
+        window = summarize_window([p for p in points if p.target == target], t0, t1)
+        out[target] = {k: window.get(v) for k, v in _SERVER_KEYS.items()}
+    return out
+
+
 def step_summaries(src: StepSources) -> list[dict[str, Any]]:
     """The steps so far (the last one may be open), each with its verdict. Called at the end of
     a run and, by the shapes that choose steps from their results, at the end of each step."""
@@ -315,6 +330,10 @@ def step_summaries(src: StepSources) -> list[dict[str, Any]]:
                 tracker.lag_ms.get(w.index, []),
             )
         )
+        # Several replicas scraped: each one's own figures, for its own verdict (analysis.replicas).
+        replicas = replica_windows(points, a, b) if points else None
+        if replicas is not None:
+            steps[-1]["server_replicas"] = replicas
         # Over-saturation: the server's waiting queue grew through the step (scraped series).
         trend = waiting_trend(tick_series(points, "requests_waiting", a, b)) if points else None
         steps[-1]["waiting_trend"] = trend

@@ -56,18 +56,25 @@ class SimAPI:
         #: How text is counted and what token ids mean (the engine's: it generates from it).
         self.vocabulary = engine.vocabulary
 
+    def _routes(self) -> dict[tuple[str, str], Any]:
+        return {
+            ("GET", "/v1/models"): self.models,
+            ("GET", "/health"): self.health,
+            ("GET", "/version"): self.version,
+            ("GET", "/metrics"): self.prometheus,
+            ("POST", "/tokenize"): self.tokenize,
+            ("POST", "/detokenize"): self.detokenize,
+            ("POST", "/v1/completions"): self.completions,
+            ("POST", "/v1/chat/completions"): self.chat_completions,
+            ("GET", "/sim/stats"): self.sim_stats,
+        }
+
+    def handler(self, method: str, path: str) -> Any:
+        """The route's handler, its API errors answered as vLLM does (a router calls it too)."""
+        return _guard(self._routes()[(method, path)])
+
     def register(self, http: HTTPServer) -> None:
-        for method, path, fn in (
-            ("GET", "/v1/models", self.models),
-            ("GET", "/health", self.health),
-            ("GET", "/version", self.version),
-            ("GET", "/metrics", self.prometheus),
-            ("POST", "/tokenize", self.tokenize),
-            ("POST", "/detokenize", self.detokenize),
-            ("POST", "/v1/completions", self.completions),
-            ("POST", "/v1/chat/completions", self.chat_completions),
-            ("GET", "/sim/stats", self.sim_stats),
-        ):
+        for (method, path), fn in self._routes().items():
             http.route(method, path)(_guard(fn))
         self.loop.start()
 

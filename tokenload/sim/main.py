@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import sys
 from typing import Any, NoReturn
@@ -67,6 +68,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--metrics-names", choices=["v1", "v0"], default="v1", help="metric name generation on /metrics"
     )
     g.add_argument("--trace", default=None, help="write one JSON line per request with the server-side times")
+    r = p.add_argument_group("a fleet (tokenload.sim.router)")
+    r.add_argument(
+        "--replicas",
+        type=int,
+        default=1,
+        help="emulated replicas behind --port, each a whole server with its own engine and /metrics on a "
+        "port of its own (GET /sim/replicas lists them); default 1: no router",
+    )
+    r.add_argument(
+        "--routing",
+        default="round_robin",
+        help="how the router picks a replica: round_robin, random, least_requests or weighted:W1,W2,...",
+    )
     f = p.add_argument_group("fault injection (per-request rates, seeded by --seed)")
     f.add_argument("--http-500-rate", type=float, default=0.0)
     f.add_argument("--http-429-rate", type=float, default=0.0)
@@ -170,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from tokenload.sim.profile import ProfileError, list_profiles
+    from tokenload.sim.router import parse_routing
 
     if args.list_profiles:
         for name in list_profiles():
@@ -181,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         profile, config = engine_setup(args)
+        if args.replicas < 1:
+            raise ValueError(f"--replicas: expected a positive integer, got {args.replicas}")
+        routing = parse_routing(args.routing, args.replicas)
         faults = FaultConfig(
             http_500_rate=args.http_500_rate,
             http_429_rate=args.http_429_rate,
@@ -198,18 +216,24 @@ def main(argv: list[str] | None = None) -> int:
         )
         faults.validate()
         name = args.served_model_name or profile.model.name
-        metrics = SimMetrics(
-            name,
-            config.max_model_len or profile.model.max_model_len,
-            names=args.metrics_names,
-            max_num_seqs=config.max_num_seqs,
-        )
         vocabulary = None
         if args.tokenizer:
             from tokenload.sim.vocab import load_tokenizer_file
 
             vocabulary = load_tokenizer_file(args.tokenizer)
-        engine = SimEngine(profile, config, served_model_name=name, metrics=metrics, vocabulary=vocabulary)
+        replicas = []
+        for i in range(args.replicas):
+            # Each replica its own engine, metrics and draws (seed + i).
+            cfg_i = config if i == 0 else config.model_copy(update={"seed": config.seed + i})
+            metrics = SimMetrics(
+                name,
+                config.max_model_len or profile.model.max_model_len,
+                names=args.metrics_names,
+                max_num_seqs=config.max_num_seqs,
+            )
+            engine = SimEngine(profile, cfg_i, served_model_name=name, metrics=metrics, vocabulary=vocabulary)
+            fault_i = faults if i == 0 else dataclasses.replace(faults, seed=faults.seed + i)
+            replicas.append((engine, metrics, fault_i))
     except ProfileError as exc:
         parser.exit(2, f"tokenload sim: {exc}\n")
     except ValidationError as exc:
@@ -219,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from tokenload.serving.http import HTTPServer
     from tokenload.sim.api import SimAPI
+    from tokenload.sim.router import Router
 
     trace = open(args.trace, "a", buffering=1, encoding="utf-8") if args.trace else None  # noqa: SIM115
     http = HTTPServer(args.host, args.port)
@@ -226,9 +251,21 @@ def main(argv: list[str] | None = None) -> int:
         http.start()
     except OSError as exc:
         parser.exit(2, f"tokenload sim: --port: cannot listen on {args.host}:{args.port}: {exc.strerror}\n")
-    api = SimAPI(engine, metrics, FaultPlan(faults), trace, startup_delay_s=args.startup_delay_s)
-    api.register(http)
+    apis = []
+    for engine, metrics, fault in replicas:
+        apis.append(SimAPI(engine, metrics, FaultPlan(fault), trace, startup_delay_s=args.startup_delay_s))
     host, port = http.address
+    if len(apis) == 1:
+        apis[0].register(http)
+    else:
+        urls = []
+        for api in apis:
+            own = HTTPServer(args.host, 0)
+            own.start()
+            api.register(own)
+            urls.append("http://{}:{}".format(*own.address))
+        Router(apis, urls, *routing, seed=args.seed).register(http)
+        print(f"tokenload sim: {len(apis)} replicas routed {args.routing}: {' '.join(urls)}", flush=True)
     print(
         f"tokenload sim: {profile.name} ({profile.gpu.name}, {profile.model.name}), preset {args.preset}, "
         f"{engine.num_gpu_blocks} KV blocks of {engine.config.block_size}, max_num_seqs "

@@ -1,0 +1,60 @@
+"""Per-replica verdicts and the fleet's imbalance (tokenload.analysis.replicas), on hand-built
+steps: pure and fast. The over-HTTP case is tests/sweep/test_replicas.py."""
+
+from __future__ import annotations
+
+from tests.analysis.test_diagnosis import step
+from tokenload.analysis.judge import judge_steps
+from tokenload.analysis.replicas import replica_steps
+
+
+def _fleet(users: int, tput: float, a: dict, b: dict, **fleet) -> dict:
+    """A fleet's step and its two replicas' own figures; ``tok`` is a replica's output tokens/s
+    (its generation counter)."""
+    s = step(users, tput, **fleet)
+    s["server_replicas"] = {}
+    for url, own in (("http://a/metrics", a), ("http://b/metrics", b)):
+        srv = step(users, tput, **own)["server"]
+        srv["generation_tokens"] = {"rate_per_s": own.get("tok", tput / 2)}
+        s["server_replicas"][url] = srv
+    return s
+
+
+def test_one_replica_full_while_the_other_has_room_is_an_imbalance() -> None:
+    steps = [
+        _fleet(4, 100, {"run": 3, "kv": 0.3, "tok": 75}, {"run": 1, "kv": 0.1, "tok": 25}, run=4, kv=0.2),
+        # The first replica's throughput barely grew; the second's tripled with its users.
+        _fleet(16, 150, {"run": 8, "kv": 0.9, "kv_max": 1.0, "wait": 5, "preempt": 12, "tok": 75},
+               {"run": 3, "kv": 0.3, "tok": 75}, run=11, kv=0.6, kv_max=1.0, wait=5, preempt=12),
+    ]  # fmt: skip
+    judged, knee = judge_steps(steps)
+    top = judged[1]["verdict"]
+    assert top["bottleneck"] == "imbalance", top["evidence"]
+    assert top["imbalance"] == {
+        "saturated": {"http://a/metrics": "kv_capacity"},
+        "with_room": ["http://b/metrics"],
+    }
+    assert top["decided_by"] == "replica http://a/metrics"
+    assert any("router" in a for a in top["advice"]) and any("KV cache" in a for a in top["advice"])
+    assert judged[0]["verdict"]["replicas"]["http://b/metrics"]["bottleneck"] == "none"
+    assert knee is not None and knee["bottleneck"] == "imbalance"
+
+
+def test_a_closed_loops_users_split_as_the_replicas_hold_requests() -> None:
+    steps = [_fleet(16, 150, {"run": 8, "wait": 4}, {"run": 4}, run=12, wait=4)]
+    a, b = (replica_steps(steps, u)[0] for u in ("http://a/metrics", "http://b/metrics"))
+    assert (a["concurrency"], b["concurrency"]) == (12, 4)
+    assert a["server"]["requests_waiting"]["mean"] == 4 and "server_replicas" not in a
+
+
+def test_one_replica_or_replicas_alike_keep_the_fleets_verdict() -> None:
+    steps = [step(4, 100), step(16, 150, kv=0.9, kv_max=1.0, wait=5, preempt=12)]
+    assert judge_steps(steps)[0][1]["verdict"]["bottleneck"] == "kv_capacity"
+    both_full = {"run": 6, "kv": 0.9, "kv_max": 1.0, "wait": 3, "preempt": 6}
+    steps = [
+        _fleet(4, 100, {"run": 2, "kv": 0.2}, {"run": 2, "kv": 0.2}, run=4, kv=0.2),
+        _fleet(16, 150, both_full, both_full, run=12, kv=0.9, kv_max=1.0, wait=6, preempt=12),
+    ]
+    top = judge_steps(steps)[0][1]["verdict"]
+    assert top["bottleneck"] == "kv_capacity" and "imbalance" not in top
+    assert {r["bottleneck"] for r in top["replicas"].values()} == {"kv_capacity"}

@@ -1,0 +1,114 @@
+"""A fleet's steps judged replica by replica, and an imbalance named as such. Pure.
+
+With several replicas scraped (``--metrics-url`` once per replica), each step keeps every
+replica's own server figures (``server_replicas``: url -> the same fields as ``server``). Each
+replica's series is judged by the same rules as the fleet's (tokenload.analysis.diagnosis), with
+the replica's share of a closed loop's users: its requests in the system (running + waiting,
+means over the step) over the fleet's, since in a closed loop every user's request is at some
+replica. An open loop keeps the fleet's rate: a router's split is a fixed share of every rate,
+so the load grows by the same factor at each replica. A ``--server-max-num-seqs`` given for the
+fleet (the replicas' sum) is split evenly.
+
+The fleet's verdict is ``imbalance`` when at least one replica is saturated (a resource named)
+while at least one other is not (``none``): the router sends the saturated ones more than they
+serve while the others have room, whatever the summed series say. It names the replicas and what
+saturated each; every step with replicas carries ``verdict["replicas"]`` (url -> bottleneck,
+saturated, decided_by).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from tokenload.analysis.advice import ADVICE
+from tokenload.analysis.thresholds import Thresholds
+
+__all__ = ["judge_replicas", "replica_steps"]
+
+#: Replica verdicts that name a saturated resource (an imbalance needs one of these).
+_RESOURCES = ("compute", "memory_bandwidth", "kv_capacity", "scheduler_limit", "frontend")
+
+
+def _in_system(server: dict[str, Any] | None) -> float:
+    s = server or {}
+    return ((s.get("requests_running") or {}).get("mean") or 0.0) + (
+        (s.get("requests_waiting") or {}).get("mean") or 0.0
+    )
+
+
+def replica_steps(steps: list[dict[str, Any]], url: str) -> list[dict[str, Any]]:
+    """The steps as one replica saw them: its own server figures and, in a closed loop, its
+    share of the users (module doc). Steps without that replica's figures keep none."""
+    out = []
+    for step in steps:
+        own = (step.get("server_replicas") or {}).get(url)
+        mine = copy.copy(step)
+        mine["server"] = own
+        mine.pop("server_replicas", None)
+        mine.pop("verdict", None)
+        if own is not None and step.get("target_rate_rps") is None and step.get("concurrency"):
+            total = sum(_in_system(s) for s in step["server_replicas"].values())
+            share = _in_system(own) / total if total else 1.0 / len(step["server_replicas"])
+            mine["concurrency"] = max(1, round(step["concurrency"] * share))
+        out.append(mine)
+    return out
+
+
+def judge_replicas(
+    steps: list[dict[str, Any]],
+    thresholds: Thresholds | None = None,
+    peaks: dict[str, float] | None = None,
+    max_num_seqs: int | None = None,
+) -> None:
+    """Give each judged step with several replicas' figures ``verdict["replicas"]``, and the
+    fleet's verdict ``imbalance`` where some replicas saturated while others had room."""
+    from tokenload.analysis.diagnosis import diagnose_steps
+
+    urls = sorted({u for s in steps for u in (s.get("server_replicas") or {})})
+    if len(urls) < 2:
+        return
+    cap = max(1, max_num_seqs // len(urls)) if max_num_seqs else None
+    per = {u: diagnose_steps(replica_steps(steps, u), thresholds, peaks, max_num_seqs=cap) for u in urls}
+    for i, step in enumerate(steps):
+        here = [u for u in urls if u in (step.get("server_replicas") or {})]
+        if len(here) < 2 or "verdict" not in step:
+            continue
+        mine = {u: per[u][i] for u in here}
+        fleet = step["verdict"]
+        fleet["replicas"] = {
+            u: {"bottleneck": v["bottleneck"], "saturated": v["saturated"], "decided_by": v["decided_by"]}
+            for u, v in mine.items()
+        }
+        hot = [u for u in here if mine[u]["bottleneck"] in _RESOURCES]
+        room = [u for u in here if mine[u]["bottleneck"] == "none"]
+        if not hot or not room or fleet["bottleneck"] in ("client", "errors", "unknown"):
+            continue
+        evidence = [
+            {
+                "metric": f"replica {u}",
+                "value": mine[u]["bottleneck"],
+                "rule": f"saturated: decided by {mine[u]['decided_by']}",
+            }
+            for u in hot
+        ] + [{"metric": f"replica {u}", "value": "none", "rule": "not saturated: has room"} for u in room]
+        evidence.append(
+            {
+                "metric": "fleet verdict from the summed figures",
+                "value": fleet["bottleneck"],
+                "rule": "the replicas' series summed (ratios averaged) hide which replica ran out",
+            }
+        )
+        advice = list(ADVICE["imbalance"])
+        for label in dict.fromkeys(mine[u]["bottleneck"] for u in hot):
+            advice.append(f"On the saturated replicas ({label}): " + ADVICE[label][0])
+        step["verdict"] = {
+            "bottleneck": "imbalance",
+            "saturated": True,
+            "decided_by": evidence[0]["metric"],
+            "evidence": evidence,
+            "advice": advice,
+            "secondary": None,
+            "replicas": fleet["replicas"],
+            "imbalance": {"saturated": {u: mine[u]["bottleneck"] for u in hot}, "with_room": room},
+        }
