@@ -58,3 +58,12 @@ def test_one_replica_or_replicas_alike_keep_the_fleets_verdict() -> None:
     top = judge_steps(steps)[0][1]["verdict"]
     assert top["bottleneck"] == "kv_capacity" and "imbalance" not in top
     assert {r["bottleneck"] for r in top["replicas"].values()} == {"kv_capacity"}
+
+
+def test_a_first_steps_absence_of_signs_is_not_room() -> None:
+    # One step only: the second replica's "none" says nothing showed yet, not that it has room.
+    full = {"run": 8, "kv": 0.9, "kv_max": 1.0, "wait": 5, "preempt": 12}
+    steps = [_fleet(16, 150, full, {"run": 3, "kv": 0.3}, run=11, kv=0.6, kv_max=1.0, wait=5, preempt=12)]
+    top = judge_steps(steps)[0][0]["verdict"]
+    assert top["replicas"]["http://b/metrics"]["bottleneck"] == "none"
+    assert top["bottleneck"] != "imbalance" and "imbalance" not in top

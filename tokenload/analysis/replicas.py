@@ -10,10 +10,10 @@ so the load grows by the same factor at each replica. A ``--server-max-num-seqs`
 fleet (the replicas' sum) is split evenly.
 
 The fleet's verdict is ``imbalance`` when at least one replica is saturated (a resource named)
-while at least one other is not (``none``): the router sends the saturated ones more than they
-serve while the others have room, whatever the summed series say. It names the replicas and what
-saturated each; every step with replicas carries ``verdict["replicas"]`` (url -> bottleneck,
-saturated, decided_by).
+while at least one other is not (``none``, measured: not a first step's absence of signs): the
+router sends the saturated ones more than they serve while the others have room, whatever the
+summed series say. It names the replicas and what saturated each; every step with replicas
+carries ``verdict["replicas"]`` (url -> bottleneck, saturated, decided_by).
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ __all__ = ["judge_replicas", "replica_steps"]
 
 #: Replica verdicts that name a saturated resource (an imbalance needs one of these).
 _RESOURCES = ("compute", "memory_bandwidth", "kv_capacity", "scheduler_limit", "frontend")
+#: A series' first step with nothing waiting (tokenload.analysis.diagnosis): no sign either way.
+_FIRST_STEP = "no step below and nothing waiting"
 
 
 def _in_system(server: dict[str, Any] | None) -> float:
@@ -81,7 +83,8 @@ def judge_replicas(
             for u, v in mine.items()
         }
         hot = [u for u in here if mine[u]["bottleneck"] in _RESOURCES]
-        room = [u for u in here if mine[u]["bottleneck"] == "none"]
+        # Room measured, not assumed: a first step's "none" says only that nothing showed yet.
+        room = [u for u in here if mine[u]["bottleneck"] == "none" and mine[u]["decided_by"] != _FIRST_STEP]
         if not hot or not room or fleet["bottleneck"] in ("client", "errors", "unknown"):
             continue
         evidence = [
