@@ -149,6 +149,16 @@ def test_server_series_and_counters() -> None:
     ]
     assert server_series(two, "kv_cache_usage_ratio")[0][1] == pytest.approx(0.3)
     assert server_series(two, "requests_running")[0][1] == 8
+    assert server_series(two, "kv_cache_usage_ratio", "b") == [(5.0, 0.4)]
+    # The KV chart draws each replica beside the fleet's mean, where a full one would hide.
+    by = {c.key: c for c in build_charts({"started_at": 0.0, "steps": _steps(), "knee": None}, two)}
+    assert [x.label for x in by["kv_usage"].series] == [
+        "kv_cache_usage_ratio",
+        "kv_cache_usage_ratio a",
+        "kv_cache_usage_ratio b",
+    ]
+    one = {c.key: c for c in build_charts({"started_at": 0.0, "steps": _steps()}, _points())}
+    assert len(one["kv_usage"].series) == 1  # one server: its own line only
 
 
 def test_build_charts_without_server_metrics_says_no_data() -> None:

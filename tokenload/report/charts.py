@@ -38,15 +38,17 @@ class _Point:
     histograms: dict[str, Any] = field(default_factory=dict)
 
 
-def server_series(points: list[dict[str, Any]], quantity: str) -> list[tuple[float, float]]:
-    """(t, value) per scrape tick over all targets: ratios averaged, counts summed (the same
-    rule as the run's own window summaries)."""
+def server_series(
+    points: list[dict[str, Any]], quantity: str, target: str | None = None
+) -> list[tuple[float, float]]:
+    """(t, value) per scrape tick over all targets (ratios averaged, counts summed: the same
+    rule as the run's own window summaries), or of one ``target``."""
     pts = [
         _Point(p["t"], p.get("target", ""), bool(p.get("ok")), p.get("scalars") or {})
         for p in points
         if isinstance(p.get("t"), int | float)
     ]
-    return tick_series(pts, quantity)
+    return tick_series(pts, quantity, target=target)
 
 
 def cumulative_increase(series: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -176,13 +178,23 @@ def build_charts(
     def rel(series: list[tuple[float, float]]) -> tuple[tuple[float, float], ...]:
         return tuple((t - t0, v) for t, v in series)
 
+    targets = sorted({p.get("target") for p in points if p.get("ok") and p.get("target")})
+    replicas = targets if len(targets) >= 2 else []
+
     charts.append(
         Chart(
             key="kv_usage",
             title="KV cache usage over time (steps shaded: measured part darker)",
             x_label="seconds since start",
             y_label="KV cache usage (0-1)",
-            series=(Series("kv_cache_usage_ratio", rel(server_series(points, "kv_cache_usage_ratio"))),),
+            series=(
+                Series("kv_cache_usage_ratio", rel(server_series(points, "kv_cache_usage_ratio"))),
+                # Several replicas: each one's own, where a full one hides in the mean.
+                *(
+                    Series(f"kv_cache_usage_ratio {t}", rel(server_series(points, "kv_cache_usage_ratio", t)))
+                    for t in replicas
+                ),
+            ),
             bands=bands,
             log_y=False,
             y_max=1.0,
