@@ -38,6 +38,9 @@ def test_one_replica_full_while_the_other_has_room_is_an_imbalance() -> None:
     assert any("router" in a for a in top["advice"]) and any("KV cache" in a for a in top["advice"])
     assert judged[0]["verdict"]["replicas"]["http://b/metrics"]["bottleneck"] == "none"
     assert knee is not None and knee["bottleneck"] == "imbalance"
+    # A replica that came or went mid-step has a part of the window: no imbalance called there.
+    steps[1]["flags"] = ["replicas_changed"]
+    assert judge_steps(steps)[0][1]["verdict"]["bottleneck"] == "kv_capacity"
 
 
 def test_a_closed_loops_users_split_as_the_replicas_hold_requests() -> None:

@@ -12,7 +12,8 @@ fleet (the replicas' sum) is split evenly.
 The fleet's verdict is ``imbalance`` when at least one replica is saturated (a resource named)
 while at least one other is not (``none``, measured: not a first step's absence of signs): the
 router sends the saturated ones more than they serve while the others have room, whatever the
-summed series say. It names the replicas and what saturated each; every step with replicas
+summed series say (not on a step flagged ``replicas_changed``: a replica that came or went has
+a part of the window). It names the replicas and what saturated each; every step with replicas
 carries ``verdict["replicas"]`` (url -> bottleneck, saturated, decided_by).
 """
 
@@ -87,6 +88,8 @@ def judge_replicas(
         room = [u for u in here if mine[u]["bottleneck"] == "none" and mine[u]["decided_by"] != _FIRST_STEP]
         if not hot or not room or fleet["bottleneck"] in ("client", "errors", "unknown"):
             continue
+        if "replicas_changed" in (step.get("flags") or []):
+            continue  # a replica came or went mid-step: its window is part of one; no call
         evidence = [
             {
                 "metric": f"replica {u}",
