@@ -70,3 +70,20 @@ def test_a_first_steps_absence_of_signs_is_not_room() -> None:
     top = judge_steps(steps)[0][0]["verdict"]
     assert top["replicas"]["http://b/metrics"]["bottleneck"] == "none"
     assert top["bottleneck"] != "imbalance" and "imbalance" not in top
+
+
+def test_replica_windows_are_keyed_without_credentials() -> None:
+    from types import SimpleNamespace
+
+    from tokenload.results.summary import replica_windows
+
+    def point(t: float, target: str, running: float) -> SimpleNamespace:
+        scalars = {"requests_running": running}
+        return SimpleNamespace(t=t, target=target, ok=True, scalars=scalars, histograms={})
+
+    a, b = "http://user:secret@10.0.0.1:8000/metrics", "http://10.0.0.2:8000/metrics"
+    pts = [point(t, u, r) for t in (1.0, 2.0, 3.0) for u, r in ((a, 4.0), (b, 2.0))]
+    windows = replica_windows(pts, 1.0, 3.0)
+    assert set(windows) == {"http://***@10.0.0.1:8000/metrics", b}
+    assert windows[b]["requests_running"]["mean"] == 2.0
+    assert replica_windows([p for p in pts if p.target == b], 1.0, 3.0) is None  # one replica

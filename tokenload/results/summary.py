@@ -25,6 +25,7 @@ from tokenload.metrics.intervals import mean_interval, quantile_interval, share_
 from tokenload.metrics.precision import targets_met
 from tokenload.metrics.steady import steady_state
 from tokenload.metrics.step_tally import new_tally
+from tokenload.report.redact import redact
 from tokenload.results.run_inputs import RunFacts, StepSources
 from tokenload.servermetrics.summary import END_SCRAPE_GRACE_S, summarize_window, tick_series
 
@@ -298,7 +299,8 @@ def _flag_target_changes(steps: list[dict[str, Any]], events: list[dict[str, Any
 
 def replica_windows(points: Sequence[Any], t0: float, t1: float) -> dict[str, dict[str, Any]] | None:
     """Each scraped replica's own server figures over ``[t0, t1]`` (the fields of a step's
-    ``server``), when at least two replicas answered in it; None otherwise."""
+    ``server``), when at least two replicas answered in it; None otherwise. Keyed by the
+    replica's /metrics URL without its credentials: the keys reach verdicts and reports."""
     inside = [p for p in points if p.ok and t0 <= p.t <= t1 + END_SCRAPE_GRACE_S]
     targets = sorted({p.target for p in inside})
     if len(targets) < 2:
@@ -306,7 +308,7 @@ def replica_windows(points: Sequence[Any], t0: float, t1: float) -> dict[str, di
     out = {}
     for target in targets:
         window = summarize_window([p for p in points if p.target == target], t0, t1)
-        out[target] = {k: window.get(v) for k, v in _SERVER_KEYS.items()}
+        out[redact(target)] = {k: window.get(v) for k, v in _SERVER_KEYS.items()}
     return out
 
 
