@@ -46,17 +46,27 @@ from tokenload.analysis.headroom import (
     demand_room,
     growth_models,
     kv_bound,
+    kv_held_growth,
     kv_room_requests,
     plateau,
     recompute_share,
     running_flat,
     step_model,
 )
-from tokenload.analysis.signals import StepSignals, load_of, signals
+from tokenload.analysis.signals import FIRST_STEP_SIGNAL, StepSignals, load_of, signals
 from tokenload.analysis.signals import value_at as _g
 from tokenload.analysis.thresholds import Thresholds
 
-__all__ = ["ADVICE", "BOTTLENECKS", "RULES", "StepSignals", "diagnose_steps", "find_knee", "signals"]
+__all__ = [
+    "ADVICE",
+    "BOTTLENECKS",
+    "FIRST_STEP_SIGNAL",
+    "RULES",
+    "StepSignals",
+    "diagnose_steps",
+    "find_knee",
+    "signals",
+]
 
 
 def _ev(metric: str, value: Any, rule: str) -> dict[str, Any]:
@@ -199,7 +209,7 @@ def _rule_saturated(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> t
         else:
             return "none", [
                 _ev(
-                    "no step below and nothing waiting",
+                    FIRST_STEP_SIGNAL,
                     sig.load,
                     "first step of its series: no sign of saturation",
                 )
@@ -250,9 +260,8 @@ def _rule_saturated(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> t
     if at_cap(sig):
         gains["scheduler_limit"] = _at_cap_gain(sig, th, model, grow)
     elif plateau(sig, th) and "kv_capacity" not in gains:
-        if sig.kv_mean:
-            # A higher cap lets the batch grow only as far as the KV cache holds it.
-            grow = max(1.0, min(grow, th.kv_full_ratio / sig.kv_mean))
+        # A higher cap lets the batch grow only as far as the KV cache holds it.
+        grow = kv_held_growth(sig, th, grow)
         gains["scheduler_limit"] = (
             model.gain(batch=grow) if model else 1.0,
             [
@@ -309,8 +318,7 @@ def _rule_saturated(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> t
 def _at_cap_gain(sig: StepSignals, th: Thresholds, model: Any, grow: float) -> tuple[float, list[dict]]:
     """Running reached the cap the user gave (``max_num_seqs``): twice the cap lets the batch grow
     as far as the load and the KV cache allow."""
-    if sig.kv_mean:
-        grow = max(1.0, min(grow, th.kv_full_ratio / sig.kv_mean))
+    grow = kv_held_growth(sig, th, grow)
     return (
         model.gain(batch=grow) if model else 1.0,
         [

@@ -19,6 +19,7 @@ __all__ = [
     "growth_models",
     "kv_bound",
     "kv_full",
+    "kv_held_growth",
     "kv_room_requests",
     "plateau",
     "queued",
@@ -59,6 +60,15 @@ def kv_room_requests(sig: StepSignals) -> float | None:
     if not sig.running_mean or not sig.kv_mean:
         return None
     return (1.0 - sig.kv_mean) / (sig.kv_mean / sig.running_mean)
+
+
+def kv_held_growth(sig: StepSignals, th: Thresholds, grow: float) -> float:
+    """How far the batch grows toward ``grow`` before the KV cache's mean usage reaches the full
+    mark (at least 1; ``grow`` itself without KV usage): what a higher cap can buy when the cache
+    stays the same size."""
+    if not sig.kv_mean:
+        return grow
+    return max(1.0, min(grow, th.kv_full_ratio / sig.kv_mean))
 
 
 def at_cap(sig: StepSignals) -> bool:
@@ -257,7 +267,7 @@ def batch_room(sig: StepSignals, th: Thresholds) -> tuple[float, str, str, float
     if sig.kv_mean:
         # The usage's mean, not its peak: a cache full only at its peaks still holds a larger
         # batch on average, until the mean reaches the full mark.
-        kv_room = min(2.0, max(1.0, th.kv_full_ratio / sig.kv_mean))
+        kv_room = kv_held_growth(sig, th, 2.0)
         if kv_room < room:
             room, metric, value = kv_room, "kv_cache_usage_ratio mean", round(sig.kv_mean, 3)
             why = f"the KV cache holds {kv_room:.2f}x the running batch (mean usage {sig.kv_mean:.3f})"

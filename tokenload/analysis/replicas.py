@@ -23,14 +23,13 @@ import copy
 from typing import Any
 
 from tokenload.analysis.advice import ADVICE
+from tokenload.analysis.signals import FIRST_STEP_SIGNAL
 from tokenload.analysis.thresholds import Thresholds
 
 __all__ = ["judge_replicas", "replica_steps"]
 
 #: Replica verdicts that name a saturated resource (an imbalance needs one of these).
 _RESOURCES = ("compute", "memory_bandwidth", "kv_capacity", "scheduler_limit", "frontend")
-#: A series' first step with nothing waiting (tokenload.analysis.diagnosis): no sign either way.
-_FIRST_STEP = "no step below and nothing waiting"
 
 
 def _in_system(server: dict[str, Any] | None) -> float:
@@ -85,7 +84,9 @@ def judge_replicas(
         }
         hot = [u for u in here if mine[u]["bottleneck"] in _RESOURCES]
         # Room measured, not assumed: a first step's "none" says only that nothing showed yet.
-        room = [u for u in here if mine[u]["bottleneck"] == "none" and mine[u]["decided_by"] != _FIRST_STEP]
+        room = [
+            u for u in here if mine[u]["bottleneck"] == "none" and mine[u]["decided_by"] != FIRST_STEP_SIGNAL
+        ]
         if not hot or not room or fleet["bottleneck"] in ("client", "errors", "unknown"):
             continue
         if "replicas_changed" in (step.get("flags") or []):

@@ -7,7 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["StepSignals", "load_of", "signals", "value_at"]
+__all__ = ["FIRST_STEP_SIGNAL", "StepSignals", "load_of", "signals", "value_at"]
+
+#: What decides a series' first step with nothing waiting (tokenload.analysis.diagnosis): no sign
+#: either way, so neither saturation nor measured room (tokenload.analysis.replicas reads it).
+FIRST_STEP_SIGNAL = "no step below and nothing waiting"
 
 
 def value_at(d: dict[str, Any] | None, *path: str) -> Any:

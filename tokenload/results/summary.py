@@ -307,7 +307,11 @@ def replica_windows(points: Sequence[Any], t0: float, t1: float) -> dict[str, di
         return None
     out = {}
     for target in targets:
-        window = summarize_window([p for p in points if p.target == target], t0, t1)
+        # The window's points only (summarize_window reads nothing outside [t0, t1 + grace]),
+        # including the failed scrapes it counts.
+        window = summarize_window(
+            [p for p in points if p.target == target and t0 <= p.t <= t1 + END_SCRAPE_GRACE_S], t0, t1
+        )
         out[redact(target)] = {k: window.get(v) for k, v in _SERVER_KEYS.items()}
     return out
 
