@@ -292,3 +292,31 @@ def test_a_fixed_frontend_latency_is_not_a_frontend_bottleneck() -> None:
     assert all(s["verdict"]["bottleneck"] != "frontend" for s in steps), [s["verdict"] for s in steps]
     running = [s["server"]["requests_running"]["mean"] for s in steps]
     assert running[2] > 2 * running[0], running
+
+
+def test_a_line_across_the_roofline_corner_does_not_split_a_prefill_step() -> None:
+    # Development seed 5 #98: Llama-3.1-70B FP8 on an H200, vLLM V0, 9,952-token prompts and 75
+    # output tokens, 3 to 42 users, timed as bench/verdict_accuracy.py times it. The oracle:
+    # compute +100 %, bandwidth +0 %. The step-time line through the step below (mostly decode,
+    # memory-bound) and the top step (2,818 prefill tokens a step, compute-bound) is 20.2 ms +
+    # 0.0075 ms/token: an intercept worth ~2,600 tokens of matmuls, which the old rules took for
+    # the weights' read and named memory_bandwidth. No weights' read is worth that many
+    # (stepmodel.WEIGHTS_READ_MAX_TOKENS); the tokens a step computes decide the split.
+    from tokenload.sim.engine import EngineConfig
+
+    profile = "h200-llama3.1-70b-fp8"
+    cfg = EngineConfig(
+        preset="v0", max_model_len=32768, max_num_seqs=256, num_gpu_blocks=13699,
+        max_num_batched_tokens=32768, seed=98,
+    )  # fmt: skip
+    workload = VirtualWorkload("9952", "75", prefix_groups=4, seed=98)
+    levels = (3, 5, 10, 21, 42)
+    schedule = VirtualSchedule(concurrency=levels, step_duration_s=20.0, warmup=0.25)
+    steps, _ = judge_steps(virtual_sweep(profile, cfg, workload, schedule).steps)
+    truth = judge_level(profile, cfg, workload, concurrency=levels[-1], duration_s=40.0, warmup_s=10.0)
+    assert truth.label == "compute", truth
+    verdict = steps[-1]["verdict"]
+    assert verdict["bottleneck"] == "compute", verdict["evidence"]
+    split = next(e for e in verdict["evidence"] if e["metric"] == "compute share of step time")
+    assert "intercept worth" in split["rule"]
+    assert all(e["value"] is not None for e in verdict["evidence"])

@@ -7,7 +7,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tokenload.analysis.signals import StepSignals
-from tokenload.analysis.stepmodel import MACHINE_BALANCE, OVERLAP, StepModel
+from tokenload.analysis.stepmodel import (
+    MACHINE_BALANCE,
+    OVERLAP,
+    STEP_OVERHEAD_MS,
+    WEIGHTS_READ_MAX_TOKENS,
+    StepModel,
+)
 from tokenload.analysis.thresholds import Thresholds
 
 __all__ = [
@@ -166,6 +172,8 @@ def _line_model(sig: StepSignals, th: Thresholds) -> StepModel | None:
     if line is None or not sig.tokens_per_step:
         return None
     a, b = line
+    if _line_rejected(sig) is not None:
+        return None
     dec = sig.decode_share if sig.decode_share is not None else 0.5
     ctx = sig.context_tokens or 0.0
     # Per token: every token costs one unit of matmul; a decode token also reads its context's
@@ -178,15 +186,36 @@ def _line_model(sig: StepSignals, th: Thresholds) -> StepModel | None:
     return StepModel.from_line(a, b, sig.tokens_per_step, mem_units / (1.0 + mem_units), how)
 
 
+def _line_rejected(sig: StepSignals) -> str | None:
+    """Why the step-time line through the step below cannot split this step, or None: it saw
+    no growth (a flat or falling time), or its intercept is worth more tokens of its slope than
+    any weights' read (:data:`WEIGHTS_READ_MAX_TOKENS`: its steps lie on either side of the
+    roofline's corner)."""
+    line = sig.line()
+    if line is None:
+        return None
+    a, b = line
+    if b <= 0.0:
+        return f"the step-time line through the step below, {a:.2f} ms + 0 ms/token, saw no growth"
+    worth = (a - STEP_OVERHEAD_MS) / b
+    if worth <= WEIGHTS_READ_MAX_TOKENS:
+        return None
+    return (
+        f"the step-time line through the step below, {a:.2f} + {b:.4f} ms/token, has an intercept "
+        f"worth {worth:.0f} tokens (> {WEIGHTS_READ_MAX_TOKENS:.0f}, more than any weights' read: "
+        "steps on either side of the roofline's corner)"
+    )
+
+
 def _tokens_model(sig: StepSignals, th: Thresholds) -> StepModel | None:
     if not sig.tokens_per_step:
         return None
     dec = sig.decode_share if sig.decode_share is not None else 0.5
     seqs = sig.running_mean or dec * sig.tokens_per_step
+    why_not_line = _line_rejected(sig) or "no step below to time the step's growth"
     how = (
         f"{sig.tokens_per_step:.0f} tokens per step (vllm:iteration_tokens_total) against the "
-        f"weights' read, worth {MACHINE_BALANCE:.0f} tokens of matmuls (no step below to time "
-        "the step's growth)"
+        f"weights' read, worth {MACHINE_BALANCE:.0f} tokens of matmuls ({why_not_line})"
     )
     model = StepModel.from_tokens(
         sig.tokens_per_step, seqs, sig.context_tokens or 0.0, th.kv_read_equiv_tokens, how

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-__all__ = ["MACHINE_BALANCE", "OVERLAP", "STEP_OVERHEAD_MS", "StepModel"]
+__all__ = ["MACHINE_BALANCE", "OVERLAP", "STEP_OVERHEAD_MS", "WEIGHTS_READ_MAX_TOKENS", "StepModel"]
 
 #: FLOP/byte at which a GPU's compute time equals its memory time (dense BF16 peak over memory
 #: bandwidth), used when the user gives no --gpu-peaks. Datasheet figures: A100 SXM 312 T / 2.04
@@ -38,6 +38,14 @@ __all__ = ["MACHINE_BALANCE", "OVERLAP", "STEP_OVERHEAD_MS", "StepModel"]
 #: 3.35 TB/s = 295; L4 121 T / 300 GB/s = 403; H200 FP8 1979 T / 4.8 TB/s = 412. Their
 #: geometric mean, rounded: 270. A definition from datasheets, not fitted to any run.
 MACHINE_BALANCE = 270.0
+
+#: The most tokens of matmuls that one read of the weights can take as long as: the largest
+#: datasheet balance above (H200 FP8, 412 FLOP/byte; 2 FLOPs a parameter a token against at
+#: least 1 byte a parameter), doubled for matmuls at half their peak while the weights stream at
+#: full bandwidth. A step-time line whose intercept is worth more tokens of its slope than this is
+#: not "the weights' read plus a fixed time": its two steps lie on either side of the roofline's
+#: corner (a memory-bound step below, a compute-bound one above), and its split is not used.
+WEIGHTS_READ_MAX_TOKENS = 2 * 412.0
 
 #: Share of the shorter of compute and memory time hidden under the longer one. Kernels overlap
 #: some (weights stream while tensor cores work) but not all (attention, norms, sampling): the
