@@ -320,29 +320,3 @@ def test_a_line_across_the_roofline_corner_does_not_split_a_prefill_step() -> No
     split = next(e for e in verdict["evidence"] if e["metric"] == "compute share of step time")
     assert "intercept worth" in split["rule"]
     assert all(e["value"] is not None for e in verdict["evidence"])
-
-
-def test_a_thrashing_cache_is_kv_capacity_though_more_users_wait_than_twice_it_holds() -> None:
-    # Development seed 5 #44: Llama-3.1-8B on an H100, 1,076 blocks (17k tokens) for ~3k-token
-    # prompts and ~1.4k-token outputs, 11 users, about 4 running: hundreds of preemptions, each
-    # computing a request's context again. The old rules counted that work saved only where twice
-    # the running batch held every user (here 11 > 2 x 4) and named compute; the oracle's second
-    # cache buys more than anything else (kv_blocks +180 %, flops +49 %).
-    from tokenload.sim.engine import EngineConfig
-
-    profile = "h100-llama3.1-8b"
-    cfg = EngineConfig(preset="v1", max_model_len=16384, max_num_seqs=16, num_gpu_blocks=1076, seed=44)
-    workload = VirtualWorkload(
-        "lognormal:mean=2959,sigma=0.5", "lognormal:mean=1426,sigma=0.5", prefix_groups=4, seed=44
-    )
-    levels, duration = (1, 3, 6, 11), 36.5789
-    schedule = VirtualSchedule(concurrency=levels, step_duration_s=duration, warmup=0.25)
-    steps, _ = judge_steps(virtual_sweep(profile, cfg, workload, schedule).steps)
-    truth = judge_level(
-        profile, cfg, workload, concurrency=levels[-1], duration_s=1.5 * duration, warmup_s=0.5 * duration
-    )
-    assert truth.label == "kv_capacity", truth
-    verdict = steps[-1]["verdict"]
-    assert verdict["bottleneck"] == "kv_capacity", verdict["evidence"]
-    redone = next(e for e in verdict["evidence"] if e["metric"] == "recomputed share of tokens")
-    assert redone["value"] > 0.5

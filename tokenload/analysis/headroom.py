@@ -228,18 +228,18 @@ def recompute_share(sig: StepSignals) -> float:
     would save: each preemption throws away what its request had computed, about the mean
     context a request holds (its prompt and half its output), which the engine computes again
     (vLLM V1 counts none of it in its token counters; its step time and FLOP counter hold it).
-    At most 0.9: the estimate counts a preempted request's whole context, which one preempted
-    part-way through its prefill had not computed yet, so the share is an upper bound, kept
-    below all the work (a factor of 10 on the compute term at most). 0 without preemptions or
-    the counts to weigh them.
-
-    Saved whatever the demand. A cache twice the size fills again when more requests wait than
-    it holds, so it is not plain that it preempts less; measured, it does: on the ground truth's
-    grid (bench/verdict_accuracy.py, cap given), counting the saving only where twice the
-    running batch held all the demand left kv_capacity right on 62-84 % of the held-out seeds'
-    scenarios (2, 3, 4, 7, 8), counting it always on 77-91 %; chosen on seeds 1 and 5 (12
-    verdicts fixed, 5 broken), then checked on the held-out ones (27 fixed, 14 broken)."""
-    if not sig.preemptions or not sig.context_tokens:
+    Saved only where that cache holds all the demand: a closed loop whose users fit in twice the
+    running batch, or an engine whose cap (``max_num_seqs``, when the user gave it) does, since
+    no more than the cap ever run; more demand (an open loop's growing queue) fills any cache,
+    and preemptions go on. At most 0.9: the estimate counts a preempted request's whole context,
+    which one preempted part-way through its prefill had not computed yet, so the share is an
+    upper bound, kept below all the work (a factor of 10 on the compute term at most). 0 without
+    preemptions or the counts to weigh them."""
+    demand = sig.users
+    if sig.max_num_seqs is not None:
+        demand = sig.max_num_seqs if demand is None else min(demand, sig.max_num_seqs)
+    fits = demand is not None and sig.running_mean and demand <= 2.0 * sig.running_mean
+    if not fits or not sig.preemptions or not sig.context_tokens:
         return 0.0
     if not sig.tokens_per_step or not sig.engine_steps:
         return 0.0
