@@ -80,3 +80,18 @@ def test_an_even_split_of_the_same_load_is_no_imbalance(tmp_path: Path) -> None:
     assert set(verdict["replicas"]) == set(summary["config"]["metrics_urls"])
     labels = {v["bottleneck"] for v in verdict["replicas"].values()}
     assert len(labels) == 1, verdict["replicas"]
+
+
+def test_a_server_that_does_not_answer_the_replica_list_is_scraped_as_one(capsys) -> None:
+    # A closed port on loopback: no router to list replicas. The sweep scrapes the one server's
+    # /metrics and says why in one line, instead of a traceback before the run.
+    import socket
+
+    from tokenload.sweep import _sim_replica_metrics
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # bound, never listening: connections are refused
+        assert _sim_replica_metrics(f"http://127.0.0.1:{port}") is None
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "could not list the emulator's replicas" in err[0], err
