@@ -53,7 +53,8 @@ from tokenload.analysis.headroom import (
     running_flat,
     step_model,
 )
-from tokenload.analysis.signals import FIRST_STEP_SIGNAL, StepSignals, load_of, signals
+from tokenload.analysis.knee import by_load, find_knee
+from tokenload.analysis.signals import FIRST_STEP_SIGNAL, StepSignals, signals
 from tokenload.analysis.signals import value_at as _g
 from tokenload.analysis.thresholds import Thresholds
 
@@ -431,7 +432,7 @@ def diagnose_steps(
     th = thresholds or Thresholds()
     out: list[dict[str, Any]] = [{} for _ in steps]
     series: dict[Any, list[int]] = {}
-    for i in _by_load(steps):
+    for i in by_load(steps):
         series.setdefault(steps[i].get("prompt_tokens"), []).append(i)
     for order in series.values():
         prev = base = None
@@ -460,38 +461,3 @@ def diagnose_steps(
                 prev = step
                 base = base or step
     return out
-
-
-def _by_load(steps: list[dict[str, Any]]) -> list[int]:
-    """Step positions in order of load; a stable sort keeps equal loads in run order."""
-    return sorted(range(len(steps)), key=lambda i: load_of(steps[i]))
-
-
-def find_knee(steps: list[dict[str, Any]], verdicts: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The saturation point: the lowest-load saturated step whose next higher load is saturated
-    too (one noisy step that the next load contradicts is not the knee), the highest-load
-    unsaturated step below it, and what ran out."""
-    last_good = None
-    # Steps not judged as the server's (the client could not keep up, a worker was lost) are skipped.
-    order = [
-        i
-        for i in _by_load(steps)
-        if verdicts[i]["bottleneck"] != "client"
-        and not (verdicts[i]["bottleneck"] == "unknown" and not verdicts[i]["saturated"])
-    ]
-    for pos, i in enumerate(order):
-        v = verdicts[i]
-        nxt = verdicts[order[pos + 1]]["bottleneck"] if pos + 1 < len(order) else None
-        if v["bottleneck"] == "none":
-            last_good = steps[i]
-        elif nxt is None or nxt != "none":
-            return {
-                "step": i,
-                "concurrency": steps[i].get("concurrency"),
-                "target_rate_rps": steps[i].get("target_rate_rps"),
-                "bottleneck": v["bottleneck"],
-                "last_unsaturated_concurrency": last_good.get("concurrency") if last_good else None,
-                "last_unsaturated_rate_rps": last_good.get("target_rate_rps") if last_good else None,
-                "output_tokens_per_s_at_knee": steps[i].get("output_tokens_per_s"),
-            }
-    return None

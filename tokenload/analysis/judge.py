@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokenload.analysis.diagnosis import diagnose_steps, find_knee
+from tokenload.analysis.diagnosis import diagnose_steps
+from tokenload.analysis.knee import find_knee
 from tokenload.analysis.replicas import judge_replicas
 from tokenload.analysis.thresholds import Thresholds
 

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from tokenload import __version__
-from tokenload.analysis.diagnosis import find_knee
 from tokenload.analysis.judge import judge_steps
+from tokenload.analysis.knee import find_knee
 from tokenload.analysis.oversaturation import waiting_trend
 from tokenload.loadgen.phases import StepWindow
 from tokenload.metrics.aggregate import LLMStats, NameStats
