@@ -19,7 +19,9 @@ Where the terms come from, the better first (tokenload.analysis.headroom picks):
 * **The step-time line** ``s(n) = a + b*n`` (n: tokens per step) through two steps of the series:
   ``a`` is memory (the weights) and the fixed time, ``b*n`` per-token work, split between matmuls
   (compute) and KV reads (memory) by the mean context a decode token reads
-  (``kv_read_equiv_tokens``). A sum, no overlap: the line is additive.
+  (``kv_read_equiv_tokens``). A sum, no overlap: the line is additive. Not used when ``a`` is
+  worth more than :data:`WEIGHTS_READ_MAX_TOKENS` tokens of ``b`` (two steps on either side of
+  the roofline's corner) or ``b`` is 0 (no growth seen).
 * **Tokens per step** alone against the machine balance: a prior, for the split only.
 
 ``o`` is found from two steps of a series where their work differs, never below
