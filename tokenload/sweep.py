@@ -83,10 +83,6 @@ def build_parser() -> argparse.ArgumentParser:
 def _sim_replica_metrics(host: str) -> list[str] | None:
     """The built-in emulator's replicas' /metrics (``tokenload sim --replicas N``), or None for
     one server (its /sim/replicas answers 404)."""
-    import json
-    import urllib.error
-    import urllib.request
-
     try:
         with urllib.request.urlopen(f"{host}/sim/replicas", timeout=10) as r:
             return [x["metrics_url"] for x in json.load(r)["replicas"]]

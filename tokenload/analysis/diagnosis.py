@@ -61,7 +61,6 @@ from tokenload.analysis.thresholds import Thresholds
 __all__ = [
     "ADVICE",
     "BOTTLENECKS",
-    "FIRST_STEP_SIGNAL",
     "RULES",
     "StepSignals",
     "diagnose_steps",

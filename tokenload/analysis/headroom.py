@@ -171,9 +171,9 @@ def _line_model(sig: StepSignals, th: Thresholds) -> StepModel | None:
     line = sig.line()
     if line is None or not sig.tokens_per_step:
         return None
-    a, b = line
-    if _line_rejected(sig) is not None:
+    if _line_rejected(line) is not None:
         return None
+    a, b = line
     dec = sig.decode_share if sig.decode_share is not None else 0.5
     ctx = sig.context_tokens or 0.0
     # Per token: every token costs one unit of matmul; a decode token also reads its context's
@@ -186,12 +186,11 @@ def _line_model(sig: StepSignals, th: Thresholds) -> StepModel | None:
     return StepModel.from_line(a, b, sig.tokens_per_step, mem_units / (1.0 + mem_units), how)
 
 
-def _line_rejected(sig: StepSignals) -> str | None:
-    """Why the step-time line through the step below cannot split this step, or None: it saw
-    no growth (a flat or falling time), or its intercept is worth more tokens of its slope than
-    any weights' read (:data:`WEIGHTS_READ_MAX_TOKENS`: its steps lie on either side of the
-    roofline's corner)."""
-    line = sig.line()
+def _line_rejected(line: tuple[float, float] | None) -> str | None:
+    """Why the step-time line through the step below (``StepSignals.line``) cannot split this
+    step, or None: it saw no growth (a flat or falling time), or its intercept is worth more
+    tokens of its slope than any weights' read (:data:`WEIGHTS_READ_MAX_TOKENS`: its steps lie on
+    either side of the roofline's corner)."""
     if line is None:
         return None
     a, b = line
@@ -212,7 +211,7 @@ def _tokens_model(sig: StepSignals, th: Thresholds) -> StepModel | None:
         return None
     dec = sig.decode_share if sig.decode_share is not None else 0.5
     seqs = sig.running_mean or dec * sig.tokens_per_step
-    why_not_line = _line_rejected(sig) or "no step below to time the step's growth"
+    why_not_line = _line_rejected(sig.line()) or "no step below to time the step's growth"
     how = (
         f"{sig.tokens_per_step:.0f} tokens per step (vllm:iteration_tokens_total) against the "
         f"weights' read, worth {MACHINE_BALANCE:.0f} tokens of matmuls ({why_not_line})"

@@ -301,18 +301,16 @@ def replica_windows(points: Sequence[Any], t0: float, t1: float) -> dict[str, di
     """Each scraped replica's own server figures over ``[t0, t1]`` (the fields of a step's
     ``server``), when at least two replicas answered in it; None otherwise. Keyed by the
     replica's /metrics URL without its credentials: the keys reach verdicts and reports."""
-    inside = [p for p in points if p.ok and t0 <= p.t <= t1 + END_SCRAPE_GRACE_S]
-    targets = sorted({p.target for p in inside})
+    # The window's points, once (summarize_window reads nothing outside [t0, t1 + grace]),
+    # failed scrapes included: it counts them.
+    window = [p for p in points if t0 <= p.t <= t1 + END_SCRAPE_GRACE_S]
+    targets = sorted({p.target for p in window if p.ok})
     if len(targets) < 2:
         return None
     out = {}
     for target in targets:
-        # The window's points only (summarize_window reads nothing outside [t0, t1 + grace]),
-        # including the failed scrapes it counts.
-        window = summarize_window(
-            [p for p in points if p.target == target and t0 <= p.t <= t1 + END_SCRAPE_GRACE_S], t0, t1
-        )
-        out[redact(target)] = {k: window.get(v) for k, v in _SERVER_KEYS.items()}
+        own = summarize_window([p for p in window if p.target == target], t0, t1)
+        out[redact(target)] = {k: own.get(v) for k, v in _SERVER_KEYS.items()}
     return out
 
 
