@@ -18,6 +18,7 @@ from tokenload.servermetrics.promql import (
     gauge_step_s,
     parse_selector,
     summarize_answers,
+    summarize_by,
     window_queries,
 )
 from tokenload.servermetrics.vocabulary import CANONICAL
@@ -137,6 +138,53 @@ def test_counters_and_histograms_use_increase_over_the_window() -> None:
              "sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"]  # fmt: skip
     assert [itl.index(n + "_bucket") for n in names] == sorted(itl.index(n + "_bucket") for n in names)
     assert itl.count("unless on()") == 1 + 2 + 3
+
+
+def test_per_replica_queries_group_by_the_replica_label_and_never_mix_generations_within_one() -> None:
+    qs = _by(window_queries(('job="vllm"',), 10.0, 16.5, by="pod"))
+    assert qs[("requests_waiting", "gauge")].expr == (
+        'sum by (pod)(vllm:num_requests_waiting{job="vllm"})'
+        ' or sum by (pod)(sglang:num_queue_reqs{job="vllm"})'
+    )
+    assert qs[("kv_cache_usage_ratio", "gauge")].expr.startswith("avg by (pod)(vllm:kv_cache_usage_perc{")
+    assert qs[("preemptions", "counter")].expr == (
+        'sum by (pod)(increase(vllm:num_preemptions_total{job="vllm"}[6500ms]))'
+    )
+    a = 'sum by (le, pod) (increase(vllm:request_queue_time_seconds_bucket{job="vllm"}[6500ms]))'
+    b = 'sum by (le, pod) (increase(sglang:queue_time_seconds_bucket{job="vllm"}[6500ms]))'
+    # A replica's V1 buckets shut out its own SGLang ones, not another replica's.
+    assert qs[("queue_time_s", "buckets")].expr == f"{a} or ({b} unless on(pod) {a})"
+    assert set(qs) == set(_by(window_queries(('job="vllm"',), 10.0, 16.5)))
+
+
+def test_per_replica_answers_are_split_by_the_label() -> None:
+    qs = [
+        PromQuery("requests_running", "gauge", "g", True),
+        PromQuery("preemptions", "counter", "c"),
+        PromQuery("ttft_s", "buckets", "b"),
+        PromQuery("ttft_s", "sum", "s"),
+    ]
+    running = {
+        "resultType": "matrix",
+        "result": [
+            {"metric": {"pod": "a"}, "values": [[0, "4"], [2, "4"]]},
+            {"metric": {"pod": "b"}, "values": [[0, "1"], [2, "3"]]},
+        ],
+    }
+    preempted = _vector(({"pod": "a"}, "7"), ({"pod": "b"}, "0"), ({}, "99"))
+    buckets = _vector(
+        ({"pod": "a", "le": "0.5"}, "1"), ({"pod": "a", "le": "+Inf"}, "2"),
+        ({"pod": "b", "le": "0.5"}, "3"), ({"pod": "b", "le": "+Inf"}, "3"),
+    )  # fmt: skip
+    sums = _vector(({"pod": "a"}, "1.5"), ({"pod": "b"}, "0.3"))
+    out = summarize_by(qs, [running, preempted, buckets, sums], 0.0, 4.0, "pod")
+    assert set(out) == {"pod=a", "pod=b"}  # the series without the label is nobody's
+    assert out["pod=a"]["requests_running"]["mean"] == 4.0
+    assert out["pod=b"]["requests_running"] == {"mean": 2.0, "max": 3.0, "p95": 3.0}
+    assert out["pod=a"]["preemptions"]["increase"] == 7 and out["pod=b"]["preemptions"]["increase"] == 0
+    assert out["pod=a"]["ttft_ms"]["count"] == 2 and out["pod=a"]["ttft_ms"]["mean"] == pytest.approx(750.0)
+    assert out["pod=b"]["ttft_ms"]["count"] == 3 and out["pod=b"]["ttft_ms"]["mean"] == pytest.approx(100.0)
+    assert summarize_by(qs, [None] * 4, 0.0, 4.0, "pod") == {}
 
 
 def test_range_steps_and_freshness() -> None:

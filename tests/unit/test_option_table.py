@@ -34,6 +34,7 @@ BAD = {
     "--server-max-num-seqs": "-1",
     "--prometheus-url": "ftp://prometheus:9090",
     "--prometheus-selector": "{job=}",
+    "--prometheus-replica-label": "pod-name",
     "--exporter-port": "70000",
     "--concurrency": "1,-2",
     "--rate": "0",

@@ -245,6 +245,14 @@ OPTIONS: tuple[Option, ...] = (
         type=t.promql_type("--prometheus-selector"),
     ),
     Option(
+        "--prometheus-replica-label",
+        "server",
+        "The label that tells replicas apart in Prometheus' series (each one's figures and "
+        "verdict, and an imbalance named); empty: the fleet as one server",
+        default="instance",
+        type=t.label_name,
+    ),
+    Option(
         "--exporter-port",
         "server",
         "Serve tokenload's own Prometheus /metrics on this port (0: off; with the web UI it is also "

@@ -7,6 +7,7 @@ Pure: heavy modules (PromQL, SLO, workload parsers) are imported only when a val
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +19,7 @@ __all__ = [
     "gpu_peaks",
     "gpu_peaks_type",
     "integer",
+    "label_name",
     "length_list",
     "length_spec",
     "metrics_url_type",
@@ -88,6 +90,14 @@ def port(text: str) -> int:
         value = -1
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"expected a TCP port 0..65535 (0 = off), got {text!r}")
+    return value
+
+
+def label_name(text: str) -> str:
+    """A Prometheus label name (``instance``, ``pod``), or empty."""
+    value = str(text).strip()
+    if value and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+        raise argparse.ArgumentTypeError(f"expected a Prometheus label name like pod, got {text!r}")
     return value
 
 

@@ -48,6 +48,7 @@ class RunConfig:
     #: A Prometheus server as the source of the server's figures ('' = scrape the servers).
     prometheus_url: str = ""
     prometheus_selector: tuple[str, ...] = ()
+    prometheus_replica_label: str = "instance"
     #: tokenload's own /metrics on a port of its own (0 = off).
     exporter_port: int = 0
     exporter_host: str = "0.0.0.0"
@@ -95,6 +96,7 @@ def run_config(options: Any) -> RunConfig:
         server_max_num_seqs=int(opt("server_max_num_seqs") or 0),
         prometheus_url=str(opt("prometheus_url") or ""),
         prometheus_selector=_selector(opt("prometheus_selector")),
+        prometheus_replica_label=str(opt("prometheus_replica_label") or ""),
         exporter_port=int(opt("exporter_port") or 0),
         exporter_host=str(opt("exporter_host")),
         gc_freeze=not bool(opt("no_gc_freeze")),

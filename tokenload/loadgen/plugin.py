@@ -295,7 +295,10 @@ class RunContext:
                     "tokenload: --prometheus-url is set: --metrics-url and --metrics-discover are not scraped"
                 )
             self.prometheus = PrometheusSource(
-                cfg.prometheus_url, cfg.prometheus_selector, resolution_s=cfg.metrics_interval_s
+                cfg.prometheus_url,
+                cfg.prometheus_selector,
+                replica_label=cfg.prometheus_replica_label,
+                resolution_s=cfg.metrics_interval_s,
             )
             self.prometheus.start()
             return
@@ -335,6 +338,7 @@ class RunContext:
             tracker=self.steps,
             server_window=self.server_window,
             points=self.scraper.points if self.scraper is not None else None,
+            replica_windows=self.prometheus.replicas if self.prometheus is not None else None,
             gpu_peaks=self.config.gpu_peaks,
             max_num_seqs=self.config.server_max_num_seqs or None,
             workers_lost=self.fleet.workers_lost,

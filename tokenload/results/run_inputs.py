@@ -12,10 +12,12 @@ from typing import Any
 
 from tokenload.loadgen.phases import StepTracker
 
-__all__ = ["RunFacts", "ServerWindow", "StepSources"]
+__all__ = ["ReplicaWindows", "RunFacts", "ServerWindow", "StepSources"]
 
 #: The server's figures over ``[t0, t1]`` (scraped points or Prometheus), None when unknown.
 ServerWindow = Callable[[float, float], "dict[str, Any] | None"]
+#: Each replica's own server figures over a window (name -> what a ServerWindow gives), or None.
+ReplicaWindows = Callable[[float, float], "dict[str, dict[str, Any]] | None"]
 
 
 def _no_server(_t0: float, _t1: float) -> dict[str, Any] | None:
@@ -32,6 +34,8 @@ class StepSources:
     server_window: ServerWindow = _no_server
     #: The scraped points (servermetrics.scraper), None without a scraper (e.g. --prometheus-url).
     points: Sequence[Any] | None = None
+    #: Each replica's figures from elsewhere than scraped points (Prometheus, by its replica label).
+    replica_windows: ReplicaWindows | None = None
     gpu_peaks: dict[str, float] | None = None
     #: The engine's cap on running requests (--server-max-num-seqs), when the user gave it.
     max_num_seqs: int | None = None

@@ -259,7 +259,7 @@ def step_summary(
             if window.drain_s is None
             else {"s": window.drain_s, "left_in_flight": window.in_flight_after_drain}
         ),
-        "server": {k: server.get(v) for k, v in _SERVER_KEYS.items()} if server else None,
+        "server": _server_fields(server) if server else None,
         "client": {
             "cpu_percent_max": cpu,
             "loop_lag_ms_p95": lag_p95,
@@ -310,8 +310,13 @@ def replica_windows(points: Sequence[Any], t0: float, t1: float) -> dict[str, di
     out = {}
     for target in targets:
         own = summarize_window([p for p in window if p.target == target], t0, t1)
-        out[redact(target)] = {k: own.get(v) for k, v in _SERVER_KEYS.items()}
+        out[redact(target)] = _server_fields(own)
     return out
+
+
+def _server_fields(window: dict[str, Any]) -> dict[str, Any]:
+    """A window's server figures (summarize_window's or Prometheus') as a step's ``server``."""
+    return {k: window.get(v) for k, v in _SERVER_KEYS.items()}
 
 
 def step_summaries(src: StepSources) -> list[dict[str, Any]]:
@@ -336,6 +341,9 @@ def step_summaries(src: StepSources) -> list[dict[str, Any]]:
         )
         # Several replicas scraped: each one's own figures, for its own verdict (analysis.replicas).
         replicas = replica_windows(points, a, b) if points else None
+        if replicas is None and src.replica_windows is not None:
+            own = src.replica_windows(a, b)  # Prometheus, by its replica label
+            replicas = {name: _server_fields(w) for name, w in own.items()} if own else None
         if replicas is not None:
             steps[-1]["server_replicas"] = replicas
         # Over-saturation: the server's waiting queue grew through the step (scraped series).

@@ -31,6 +31,7 @@ from tokenload.servermetrics.promql import (
     freshness_query,
     gauge_step_s,
     summarize_answers,
+    summarize_by,
     window_queries,
 )
 
@@ -47,6 +48,7 @@ class PrometheusSource:
         url: str,
         selector: tuple[str, ...] = (),
         *,
+        replica_label: str = "instance",
         resolution_s: float = 1.0,
         timeout_s: float = 10.0,
         concurrency: int = 4,
@@ -56,6 +58,7 @@ class PrometheusSource:
     ) -> None:
         self.url = check_prometheus_url(url)
         self.selector = selector
+        self.replica_label = replica_label
         self.resolution_s = resolution_s
         self.timeout_s = timeout_s
         self.max_wait_s = max_wait_s
@@ -67,6 +70,7 @@ class PrometheusSource:
         self._warned: set[str] = set()
         self._resting_until = 0.0
         self._cache: dict[tuple[float, float], dict[str, Any]] = {}
+        self._replica_cache: dict[tuple[float, float], dict[str, dict[str, Any]]] = {}
         self._path = urlsplit(self.url).path
         self._concurrency = concurrency
         self._client = HTTPClient.from_url(
@@ -187,6 +191,25 @@ class PrometheusSource:
         if fresh and not failed:
             self._cache[key] = copy.deepcopy(out)
         return out
+
+    def replicas(self, t0: float, t1: float) -> dict[str, dict[str, Any]] | None:
+        """Each replica's own figures over ``[t0, t1]`` (as :meth:`window` gives the fleet's),
+        keyed ``label=value`` by ``replica_label`` (``instance``: a scrape target), when at least
+        two replicas had series in the window; None otherwise, or when ``replica_label`` is empty.
+        The same queries as the fleet's, grouped by that label; failures are counted as theirs."""
+        if not self.replica_label:
+            return None
+        key = (round(t0, 3), round(t1, 3))
+        cached = self._replica_cache.get(key)
+        if cached is None:
+            fresh = t1 < self.clock() - 0.05 and key in self._cache  # window() waited for it
+            queries = window_queries(self.selector, t0, t1, by=self.replica_label)
+            failed_before = sum(self.failures.values())
+            answers = gevent.pool.Pool(self._concurrency).map(lambda q: self._ask(q, t0, t1), queries)
+            cached = summarize_by(queries, answers, t0, t1, self.replica_label)
+            if fresh and sum(self.failures.values()) == failed_before:
+                self._replica_cache[key] = cached
+        return copy.deepcopy(cached) if len(cached) >= 2 else None
 
     def summary(self, t0: float, t1: float) -> dict[str, Any]:
         """The run's server summary (``llm_stats.json["server"]``): the window and the failures."""

@@ -44,6 +44,7 @@ __all__ = [
     "gauge_step_s",
     "parse_selector",
     "summarize_answers",
+    "summarize_by",
     "window_queries",
 ]
 
@@ -145,16 +146,18 @@ def _series(name: str, selector: tuple[str, ...], labels: Mapping[str, str]) -> 
     return f"{name}{{{','.join(matchers)}}}" if matchers else name
 
 
-def _first_of(exprs: list[str], grouped: bool) -> str:
-    """The first expression with data. Label-less aggregates (``sum(...)``) need only ``or``;
-    ``by (le)`` vectors are guarded so that two generations' buckets never mix."""
+def _first_of(exprs: list[str], grouped: bool, by: str = "") -> str:
+    """The first expression with data (per replica with ``by``). Aggregates with no label but
+    ``by``'s need only ``or`` (it matches on every label: one replica's first generation wins);
+    ``by (le)`` vectors are guarded so that two generations' buckets never mix (within a replica
+    with ``by``: ``unless on(by)``)."""
     if not grouped:
         return " or ".join(exprs)
     out = exprs[0]
     for i, expr in enumerate(exprs[1:], start=1):
         guarded = expr
         for prev in exprs[:i]:
-            guarded = f"({guarded} unless on() {prev})"
+            guarded = f"({guarded} unless on({by}) {prev})"
         out = f"{out} or {guarded}"
     return out
 
@@ -164,9 +167,13 @@ def _duration(seconds: float) -> str:
     return f"{max(1, round(seconds * 1000))}ms"
 
 
-def window_queries(selector: tuple[str, ...], t0: float, t1: float) -> list[PromQuery]:
-    """Every query that :func:`summarize_answers` needs for the window ``[t0, t1]``."""
+def window_queries(selector: tuple[str, ...], t0: float, t1: float, by: str = "") -> list[PromQuery]:
+    """Every query that :func:`summarize_answers` needs for the window ``[t0, t1]``: aggregated
+    over every matched series, or with ``by`` (a label such as ``instance``) one result per value
+    of that label (each replica's own figures, :func:`summarize_by`)."""
     w = _duration(t1 - t0)
+    grp = f" by ({by})" if by else ""
+    le = f" by (le, {by})" if by else " by (le)"
     out: list[PromQuery] = []
     for q in CANONICAL.values():
         alts = _alternatives(q)
@@ -174,17 +181,15 @@ def window_queries(selector: tuple[str, ...], t0: float, t1: float) -> list[Prom
             continue
         if q.kind == "gauge":
             agg = "avg" if q.name.endswith("_ratio") else "sum"
-            exprs = [f"{agg}({_series(f, selector, lab)})" for f, lab in alts]
+            exprs = [f"{agg}{grp}({_series(f, selector, lab)})" for f, lab in alts]
             out.append(PromQuery(q.name, "gauge", _first_of(exprs, False), range=True))
         elif q.kind == "counter":
-            exprs = [f"sum(increase({_series(f + '_total', selector, lab)}[{w}]))" for f, lab in alts]
+            exprs = [f"sum{grp}(increase({_series(f + '_total', selector, lab)}[{w}]))" for f, lab in alts]
             out.append(PromQuery(q.name, "counter", _first_of(exprs, False)))
         else:
-            buckets = [
-                f"sum by (le) (increase({_series(f + '_bucket', selector, lab)}[{w}]))" for f, lab in alts
-            ]
-            sums = [f"sum(increase({_series(f + '_sum', selector, lab)}[{w}]))" for f, lab in alts]
-            out.append(PromQuery(q.name, "buckets", _first_of(buckets, True)))
+            buckets = [f"sum{le} (increase({_series(f + '_bucket', selector, lab)}[{w}]))" for f, lab in alts]
+            sums = [f"sum{grp}(increase({_series(f + '_sum', selector, lab)}[{w}]))" for f, lab in alts]
+            out.append(PromQuery(q.name, "buckets", _first_of(buckets, True, by)))
             out.append(PromQuery(q.name, "sum", _first_of(sums, False)))
     return out
 
@@ -283,3 +288,32 @@ def summarize_answers(
                 summary["mean"] = None
             out[key] = summary
     return out
+
+
+def summarize_by(
+    queries: list[PromQuery], answers: list[Mapping[str, Any] | None], t0: float, t1: float, by: str
+) -> dict[str, dict[str, Any]]:
+    """The answers to :func:`window_queries` with ``by`` as each value of that label's own
+    figures (as :func:`summarize_answers` gives them), keyed ``label=value``; series without
+    the label are left out."""
+    values: set[str] = set()
+    for data in answers:
+        for item in (data or {}).get("result") or ():
+            value = item.get("metric", {}).get(by) if isinstance(item, dict) else None
+            if isinstance(value, str):
+                values.add(value)
+    out = {}
+    for value in sorted(values):
+        own = [_only(data, by, value) for data in answers]
+        figures = summarize_answers(queries, own, t0, t1)
+        if figures:
+            out[f"{by}={value}"] = figures
+    return out
+
+
+def _only(data: Mapping[str, Any] | None, by: str, value: str) -> Mapping[str, Any] | None:
+    """An answer's ``data`` with only the series whose label ``by`` is ``value``."""
+    if not data or not isinstance(data.get("result"), list):
+        return data
+    kept = [x for x in data["result"] if isinstance(x, dict) and x.get("metric", {}).get(by) == value]
+    return {**data, "result": kept}
