@@ -166,6 +166,8 @@ def test_page_draws_its_charts_in_headless_chromium(chromium: str, live_run: Liv
         assert f'id="chart-{cid}"' in dom
     assert "data-errors" not in dom and 'id="error-banner" hidden' in dom, dom[:3000]
     assert re.search(r'class="verdict (saturated|ok)"', dom), "no step verdict shown"
+    # One server: no fullest replica's line, and its legend item is hidden.
+    assert re.search(r'<span class="item" hidden="">(?:(?!</span>).)*</span><span>fullest replica<', dom)
     assert SECRET not in dom
     # no console message at all from the page (errors, CSP violations, logs)
     assert not console_lines(err), console_lines(err)
@@ -261,3 +263,66 @@ def test_live_step_verdicts_match_summary_json(live_run: LiveRun) -> None:
         assert live["output_tokens_per_s"] == pytest.approx(ref["output_tokens_per_s"], abs=0.01)
         assert live["ok"] == ref["requests"]["ok"]
         assert live["ttft_p50"] == pytest.approx(ref["ttft_ms"]["p50"], abs=0.01)
+
+
+def test_a_fleets_kv_chart_shows_the_fullest_replica(chromium: str, tmp_path: Path) -> None:
+    """Two replicas routed 3:1 (tests/sweep/test_replicas.py's KV-tight H100 pair), each scraped:
+    the KV chart draws the fullest replica's usage next to the fleet's mean, which hides it."""
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    sim_args = ["-m", "tokenload.sim", "--port", "0", "--replicas", "2", "--routing", "weighted:3,1",
+                "--profile", "h100-llama3.1-8b", "--num-gpu-blocks", "300",
+                "--max-model-len", "4096"]  # fmt: skip
+    with ServerProcess(sim_args, log_path=tmp_path / "sim.log") as sim:
+        replicas = json.loads(_get(sim.url + "/sim/replicas")[2])["replicas"]
+        with open(tmp_path / "locust.log", "wb") as out:
+            proc = subprocess.Popen(
+                [
+                    str(BIN / "locust"), "-f", "locustfiles/chat.py,locustfiles/staircase.py",
+                    "--host", sim.url, "--web-host", "127.0.0.1", "--web-port", str(port), "--autostart",
+                    "--concurrency", "16", "--step-duration", "20", "--warmup", "0.25",
+                    "--prompt-tokens", "512", "--output-tokens", "64", "--autoquit", "30",
+                    "--stop-timeout", "5", "--run-dir", str(tmp_path / "run"), "--metrics-interval", "0.5",
+                    *(a for r in replicas for a in ("--metrics-url", r["metrics_url"])),
+                ],
+                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )  # fmt: skip
+        run = LiveRun(base, tmp_path / "run", tmp_path / "locust.log", proc)
+        try:
+            deadline = time.monotonic() + 60
+            server: dict[str, Any] = {}
+            while (
+                time.monotonic() < deadline
+                and len(_filled(server.get("kv_cache_usage_ratio_fullest", []))) < 8
+            ):
+                assert proc.poll() is None, run.log.read_text()[-3000:]
+                time.sleep(0.5)
+                try:
+                    server = _series(base)["server"] or {}
+                except OSError:
+                    continue
+            pairs = [
+                (m, f)
+                for m, f in zip(
+                    server["kv_cache_usage_ratio"], server["kv_cache_usage_ratio_fullest"], strict=True
+                )
+                if m is not None and f is not None
+            ]
+            assert len(pairs) >= 8, server
+            assert all(f >= m for m, f in pairs)
+            # The first replica fills its cache while the fleet's mean stays well below full.
+            assert max(f for _, f in pairs) >= 0.9 and min(m for m, _ in pairs[-4:]) < 0.85, pairs
+            dom, err = run_chromium(
+                chromium, tmp_path / "p1", "--window-size=1400,1000", "--virtual-time-budget=6000",
+                "--dump-dom", base + "/tokenload/llm",
+            )  # fmt: skip
+        finally:
+            run.stop()
+    kv = re.search(r'<section class="chart" id="chart-kv">.*?</section>', dom, re.S)
+    assert kv is not None, dom[:3000]
+    assert re.search(r'<span class="item"><span [^>]*></span><span>fullest replica<', kv.group(0)), kv.group(
+        0
+    )
+    drawn = json.loads(re.search(r'data-series="([^"]*)"', kv.group(0)).group(1).replace("&quot;", '"'))
+    assert drawn["kv_cache_usage_ratio_fullest"] >= 5 and drawn["kv_cache_usage_ratio"] >= 5, drawn
+    assert not console_lines(err), console_lines(err)

@@ -225,6 +225,8 @@ def test_server_series_combines_replicas_counts_restarts_and_marks_gaps() -> Non
     assert s["t"] == [10.0, 11.0, 12.0, 13.0]
     assert s["ok"] == [True, True, False, True]
     assert s["kv_cache_usage_ratio"] == [pytest.approx(0.3), pytest.approx(0.4), None, pytest.approx(0.05)]
+    # The fullest replica's, which the mean hides.
+    assert s["kv_cache_usage_ratio_fullest"] == [0.4, 0.5, None, 0.1]
     assert s["requests_running"] == [7, 6, None, 0]
     assert s["preemptions_increase"] == [0, 3, None, 3 + 2]
     assert s["generation_tokens_per_s"][1] == pytest.approx(100 + 50)

@@ -14,7 +14,8 @@ reports), so a stream longer than the window shows in the rate while it runs, no
 when it ends. Nothing is averaged across workers or intervals.
 
 Server series (one point per scrape tick of ``ctx.scraper``, read incrementally): gauges as
-``tick_series`` combines replicas (ratios averaged, counts summed); counters per target, turned
+``tick_series`` combines replicas (ratios averaged, counts summed), and with several replicas the
+fullest one's KV cache usage (a replica whose cache is full hides in the mean); counters per target, turned
 into a rate (generation tokens/s) and an increase since the first scrape (preemptions), with a
 counter restart counted from zero. A failed tick is a gap.
 
@@ -66,6 +67,7 @@ CLIENT_FIELDS = (
 SERVER_FIELDS = (
     "ok",
     "kv_cache_usage_ratio",
+    "kv_cache_usage_ratio_fullest",
     "requests_running",
     "requests_waiting",
     "preemptions_increase",
@@ -288,6 +290,8 @@ class LiveSeries(GreenletTask):
             return row
         kv = [p.scalars["kv_cache_usage_ratio"] for p in oks if "kv_cache_usage_ratio" in p.scalars]
         row["kv_cache_usage_ratio"] = _r(sum(kv) / len(kv), 4) if kv else None
+        # Several replicas: the fullest one's, which the mean hides (None for one server).
+        row["kv_cache_usage_ratio_fullest"] = _r(max(kv), 4) if len(kv) >= 2 else None
         for q in ("requests_running", "requests_waiting"):
             vals = [p.scalars[q] for p in oks if q in p.scalars]
             row[q] = _r(sum(vals), 2) if vals else None

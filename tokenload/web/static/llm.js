@@ -58,7 +58,14 @@
     },
     {
       id: "kv", title: "Server KV cache usage", unit: "%", yLabel: "KV cache used (%)", yMax: 100,
-      lines: [{ src: "server", key: "kv_cache_usage_ratio", name: "KV cache", color: C.orange, scale: 100 }]
+      lines: [
+        { src: "server", key: "kv_cache_usage_ratio", name: "KV cache", color: C.orange, scale: 100 },
+        // Several replicas scraped: the fullest one's, which the mean hides (shown only then).
+        {
+          src: "server", key: "kv_cache_usage_ratio_fullest", name: "fullest replica", color: C.red,
+          scale: 100, dash: [4, 3], optional: true
+        }
+      ]
     },
     {
       id: "queue", title: "Server requests running / waiting", unit: "", yLabel: "requests",
@@ -173,6 +180,7 @@
       sw.style.background = ln.color;
       sw.style.borderColor = ln.color;
       var val = el("span", "val", "–");
+      if (ln.optional) it.hidden = true;  // until its series has a point
       it.appendChild(sw);
       it.appendChild(el("span", null, ln.name));
       it.appendChild(val);
@@ -374,7 +382,9 @@
 
     // legend values: at the hovered time, else the latest
     series.forEach(function (s, i) {
-      def.el.values[i].textContent = fmtNum(valueAt(s, S.hoverT), def.unit);
+      var val = def.el.values[i];
+      val.textContent = fmtNum(valueAt(s, S.hoverT), def.unit);
+      if (def.lines[i].optional) val.parentNode.hidden = !perSeries[def.lines[i].key];
     });
     canvas.dataset.points = String(count);
     canvas.dataset.series = JSON.stringify(perSeries);
