@@ -65,3 +65,31 @@ def test_bad_fleet_options_are_one_line(args: list[str], needle: str) -> None:
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], out.stderr
+
+
+def test_the_replicas_share_one_trace_and_each_line_names_its_replica(tmp_path) -> None:
+    """`--trace` with `--replicas 2`: one file, each request's line says which replica served it,
+    and the counts are the router's own (`GET /sim/replicas`)."""
+    import json
+    import urllib.request
+
+    from tokenload.serving.process import ServerProcess
+
+    trace = tmp_path / "trace.jsonl"
+    args = ["-m", "tokenload.sim", "--port", "0", "--replicas", "2", "--routing", "weighted:3,1",
+            "--trace", str(trace)]  # fmt: skip
+    with ServerProcess(args, log_path=tmp_path / "sim.log") as sim:
+        with urllib.request.urlopen(sim.url + "/v1/models", timeout=10) as r:
+            model = json.load(r)["data"][0]["id"]
+        for i in range(8):
+            body = json.dumps({"model": model, "prompt": f"hello {i}", "max_tokens": 2}).encode()
+            req = urllib.request.Request(
+                sim.url + "/v1/completions", body, {"Content-Type": "application/json"}
+            )
+            with urllib.request.urlopen(req, timeout=30) as r:
+                assert r.status == 200
+        with urllib.request.urlopen(sim.url + "/sim/replicas", timeout=10) as r:
+            routed = [x["routed"] for x in json.load(r)["replicas"]]
+    lines = [json.loads(x) for x in trace.read_text().splitlines()]
+    assert len(lines) == 8 and len({x["request_id"] for x in lines}) == 8
+    assert [sum(x["replica"] == i for x in lines) for i in range(2)] == routed == [6, 2]

@@ -37,8 +37,12 @@ class SimAPI:
         faults: FaultPlan,
         trace: IO[str] | None = None,
         startup_delay_s: float = 0.0,
+        replica: int | None = None,
     ) -> None:
         self.engine = engine
+        #: This replica's index behind the router (``--replicas N``), None for one server: the
+        #: replicas share one ``--trace`` file, and each line says whose request it was.
+        self.replica = replica
         self.metrics = metrics
         self.loop = EngineLoop(engine)
         profile = engine.profile

@@ -252,8 +252,17 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         parser.exit(2, f"tokenload sim: --port: cannot listen on {args.host}:{args.port}: {exc.strerror}\n")
     apis = []
-    for engine, metrics, fault in replicas:
-        apis.append(SimAPI(engine, metrics, FaultPlan(fault), trace, startup_delay_s=args.startup_delay_s))
+    for i, (engine, metrics, fault) in enumerate(replicas):
+        apis.append(
+            SimAPI(
+                engine,
+                metrics,
+                FaultPlan(fault),
+                trace,
+                startup_delay_s=args.startup_delay_s,
+                replica=i if len(replicas) > 1 else None,
+            )
+        )
     host, port = http.address
     if len(apis) == 1:
         apis[0].register(http)

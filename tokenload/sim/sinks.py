@@ -85,6 +85,7 @@ class Sink:
             "preemptions": times.num_preemptions if times else None,
             "finish_reason": out.finish_reason if out.finished else None,
             "fault": fault,
+            "replica": self.api.replica,
         }
         trace.write(json.dumps(rec) + "\n")
 
