@@ -34,6 +34,7 @@ knee search bisects downwards). The rules are the table ``RULES``, in the order 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -54,7 +55,7 @@ from tokenload.analysis.headroom import (
     step_model,
 )
 from tokenload.analysis.knee import by_load, find_knee
-from tokenload.analysis.signals import FIRST_STEP_SIGNAL, StepSignals, signals
+from tokenload.analysis.signals import FIRST_STEP_SIGNAL, NOISE_SIGNAL, StepSignals, signals
 from tokenload.analysis.signals import value_at as _g
 from tokenload.analysis.thresholds import Thresholds
 
@@ -171,6 +172,10 @@ def _saturation(sig: StepSignals, th: Thresholds) -> tuple[bool | None, list[dic
     if room == 1.0:
         return True, [_ev(room_metric, room_value, f"the batch cannot grow: {why}")]
     eff = sig.efficiency
+    if eff is not None and eff < th.scaling_efficiency:
+        noise = _within_arrival_noise(sig, th)
+        if noise is not None:
+            return None, [noise]
     if eff is not None:
         return eff < th.scaling_efficiency, [
             _ev(
@@ -182,6 +187,28 @@ def _saturation(sig: StepSignals, th: Thresholds) -> tuple[bool | None, list[dic
             )
         ]
     return None, []
+
+
+def _within_arrival_noise(sig: StepSignals, th: Thresholds) -> dict | None:
+    """The evidence that an open loop's throughput fell short of ``scaling_efficiency`` by less
+    than ``growth_noise_z`` standard errors of its steps' Poisson arrivals (a handful of long
+    requests a step: which ones arrived decides the throughput); None when the shortfall counts."""
+    n1, n0, g = sig.arrivals, sig.prev_arrivals, sig.load_growth
+    if not (n1 and n0 and g and sig.prev_throughput) or sig.throughput <= 0:
+        return None
+    se = math.sqrt(1.0 / n1 + 1.0 / n0)
+    grew = sig.throughput / sig.prev_throughput
+    shortfall = math.log(1.0 + th.scaling_efficiency * (g - 1.0)) - math.log(grew)
+    if shortfall >= th.growth_noise_z * se:
+        return None
+    return _ev(
+        NOISE_SIGNAL,
+        [round(n1, 1), round(n0, 1)],
+        f"{sig.throughput_source} grew {grew:.2f}x for {g:.2f}x the load, short of scaling "
+        f"efficiency {th.scaling_efficiency} by {shortfall:.2f} in log growth, within "
+        f"{th.growth_noise_z:g} standard errors of these arrivals' Poisson noise "
+        f"({th.growth_noise_z:g} x {se:.2f}): no sign of saturation either way",
+    )
 
 
 def _cap_not_cache(sig: StepSignals, th: Thresholds) -> list[dict]:
@@ -205,9 +232,9 @@ def _rule_saturated(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> t
     saturated, ev = _saturation(sig, th)
     if saturated is None:
         if kv_bound(sig, th) or plateau(sig, th):
-            saturated = True
+            saturated, ev = True, []  # decided by the cache or the plateau, said below
         else:
-            return "none", [
+            return "none", ev or [
                 _ev(
                     FIRST_STEP_SIGNAL,
                     sig.load,

@@ -23,7 +23,7 @@ import copy
 from typing import Any
 
 from tokenload.analysis.advice import ADVICE
-from tokenload.analysis.signals import FIRST_STEP_SIGNAL
+from tokenload.analysis.signals import FIRST_STEP_SIGNAL, NOISE_SIGNAL
 from tokenload.analysis.thresholds import Thresholds
 
 __all__ = ["judge_replicas", "replica_steps"]
@@ -83,9 +83,13 @@ def judge_replicas(
             for u, v in mine.items()
         }
         hot = [u for u in here if mine[u]["bottleneck"] in _RESOURCES]
-        # Room measured, not assumed: a first step's "none" says only that nothing showed yet.
+        # Room measured, not assumed: a first step's "none" says only that nothing showed yet,
+        # and a step's within its arrivals' noise says no more.
         room = [
-            u for u in here if mine[u]["bottleneck"] == "none" and mine[u]["decided_by"] != FIRST_STEP_SIGNAL
+            u
+            for u in here
+            if mine[u]["bottleneck"] == "none"
+            and mine[u]["decided_by"] not in (FIRST_STEP_SIGNAL, NOISE_SIGNAL)
         ]
         if not hot or not room or fleet["bottleneck"] in ("client", "errors", "unknown"):
             continue

@@ -7,11 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["FIRST_STEP_SIGNAL", "StepSignals", "load_of", "signals", "value_at"]
+__all__ = ["FIRST_STEP_SIGNAL", "NOISE_SIGNAL", "StepSignals", "load_of", "signals", "value_at"]
 
 #: What decides a series' first step with nothing waiting (tokenload.analysis.diagnosis): no sign
 #: either way, so neither saturation nor measured room (tokenload.analysis.replicas reads it).
 FIRST_STEP_SIGNAL = "no step below and nothing waiting"
+#: What decides an open-loop step whose throughput fell short of the load's growth by less than
+#: the Poisson noise of its few arrivals: no sign either way, as FIRST_STEP_SIGNAL.
+NOISE_SIGNAL = "arrivals in the step and the step below"
 
 
 def value_at(d: dict[str, Any] | None, *path: str) -> Any:
@@ -61,6 +64,8 @@ class StepSignals:
     ref_flops_per_step: float | None = None  # the lowest-load step's counters per engine step
     ref_bytes_per_step: float | None = None
     max_num_seqs: float | None = None  # the engine's cap on running requests, when the user gave it
+    arrivals: float | None = None  # an open loop's expected arrivals in the measured window
+    prev_arrivals: float | None = None
 
     @property
     def load_growth(self) -> float | None:
@@ -238,7 +243,16 @@ def signals(
         ref_flops_per_step=_per_engine_step(base)[0] if base is not None and base is not step else None,
         ref_bytes_per_step=_per_engine_step(base)[1] if base is not None and base is not step else None,
         max_num_seqs=float(max_num_seqs) if max_num_seqs else None,
+        arrivals=_arrivals(step),
+        prev_arrivals=_arrivals(prev) if prev is not None else None,
     )
+
+
+def _arrivals(step: dict[str, Any]) -> float | None:
+    """An open loop's expected arrivals in the step's measured window (its rate times the
+    window); None for a closed loop, whose users do not arrive at random."""
+    rate, span = step.get("target_rate_rps"), step.get("measured_s")
+    return rate * span if rate and span else None
 
 
 def _per_engine_step(step: dict[str, Any]) -> tuple[float | None, float | None]:

@@ -19,6 +19,11 @@ class Thresholds:
     #: Without a step-time model (too few signals): saturated when throughput grew by less than
     #: this share of the load's growth since the step below (1.0 = perfect scaling).
     scaling_efficiency: float = 0.5
+    #: Standard errors by which an open loop's throughput must fall short of that share before
+    #: the shortfall counts: with n Poisson arrivals a step's throughput varies by about
+    #: 1/sqrt(n), so the growth between two steps by sqrt(1/n1 + 1/n2) in log terms; 2 is the
+    #: usual two-sided 95 % bound (a definition, not fitted).
+    growth_noise_z: float = 2.0
     #: KV cache usage (time-weighted max) at or above which the cache counts as full.
     kv_full_ratio: float = 0.9
     #: Mean waiting requests above which requests count as queued.
