@@ -1,23 +1,25 @@
 """A fleet read through Prometheus (issue #15 item 5, ``--prometheus-url``): two emulated
 replicas behind the emulator's router (`tokenload sim --replicas 2 --routing weighted:3,1`), each
-scraped by a real Prometheus as a target of its own. The sweep reads the fleet's figures from
-Prometheus, asks the same queries again grouped by ``--prometheus-replica-label`` (``instance``
-by default), keeps each replica's figures and verdict, and names the overloaded one an
-imbalance, as it does when it scrapes each replica itself (tests/sweep/test_replicas.py)."""
+scraped by a real Prometheus as a target of its own, loaded by Locust with its web UI. The run
+reads the fleet's figures from Prometheus, asks the same queries again grouped by
+``--prometheus-replica-label`` (``instance`` by default), keeps each replica's figures and
+verdict, and names the overloaded one an imbalance, as when it scrapes each replica itself
+(tests/sweep/test_replicas.py); the live page's server series comes from Prometheus too, with
+the fullest replica's KV usage."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
+import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
-from tests.prometheus.conftest import start_prometheus
+from tests.conftest import BIN, ROOT
+from tests.prometheus.conftest import free_port, start_prometheus
 from tokenload.servermetrics.prometheus_source import PrometheusSource
 from tokenload.serving.process import ServerProcess
 
@@ -33,18 +35,40 @@ SELECTOR = '{namespace="tokenload-test"}'
 def test_an_overloaded_replica_behind_prometheus_is_named_an_imbalance(
     prometheus_bin: str, tmp_path: Path
 ) -> None:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    out = tmp_path / "run"
+    live: list[dict] = []
     with ServerProcess(SIM, log_path=tmp_path / "sim.log") as sim:
         with urllib.request.urlopen(sim.url + "/sim/replicas", timeout=10) as r:
             netlocs = [urllib.parse.urlsplit(x["url"]).netloc for x in json.load(r)["replicas"]]
         prom = start_prometheus(prometheus_bin, tmp_path, {f"sim{i}": n for i, n in enumerate(netlocs)})
         try:
-            out = tmp_path / "run"
-            cmd = [sys.executable, "-m", "tokenload", "sweep", "--host", sim.url, "--workers", "0",
-                   "--out", str(out), "--concurrency", "4,16", "--step-duration", "8", "--warmup", "2",
-                   "--prompt-tokens", "512", "--output-tokens", "64", "--metrics-interval", "1",
-                   "--prometheus-url", prom.url, "--prometheus-selector", SELECTOR]  # fmt: skip
-            proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240)
-            assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+            with open(tmp_path / "locust.log", "wb") as log:
+                proc = subprocess.Popen(
+                    [str(BIN / "locust"), "-f", "locustfiles/chat.py,locustfiles/staircase.py",
+                     "--host", sim.url, "--web-host", "127.0.0.1", "--web-port", str(port), "--autostart",
+                     "--autoquit", "5", "--concurrency", "4,16", "--step-duration", "10", "--warmup", "2",
+                     "--prompt-tokens", "512", "--output-tokens", "64", "--metrics-interval", "1",
+                     "--run-dir", str(out), "--prometheus-url", prom.url,
+                     "--prometheus-selector", SELECTOR],
+                    cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                )  # fmt: skip
+            try:
+                deadline = time.monotonic() + 120
+                while proc.poll() is None and time.monotonic() < deadline:
+                    time.sleep(2.0)
+                    try:
+                        with urllib.request.urlopen(base + "/tokenload/api/series", timeout=5) as r:
+                            live.append(json.load(r))
+                    except OSError:
+                        continue
+                proc.wait(timeout=60)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait(timeout=10)
+            assert proc.returncode == 0, (tmp_path / "locust.log").read_text()[-3000:]
             summary = json.loads((out / "summary.json").read_text())
             top = summary["steps"][-1]
             # The same window asked again by another label that tells the replicas apart (the
@@ -55,6 +79,18 @@ def test_an_overloaded_replica_behind_prometheus_is_named_an_imbalance(
             assert fleet_only.replicas(top["measure_start"], top["end"]) is None
         finally:
             prom.stop()
+    # The live page: its server series from Prometheus, the fullest replica's KV usage above the
+    # fleet's mean while the first replica is overfilled.
+    server = live[-1]["server"]
+    assert server is not None, live[-1]
+    rows = [dict(zip(server, col, strict=True)) for col in zip(*server.values(), strict=True)]
+    assert len(rows) >= 5 and all(r["ok"] for r in rows), rows
+    assert max(r["requests_running"] or 0 for r in rows) >= 8
+    assert max(r["generation_tokens_per_s"] or 0 for r in rows) > 0
+    pairs = [(r["kv_cache_usage_ratio"], r["kv_cache_usage_ratio_fullest"]) for r in rows]
+    assert any(f is not None and f >= 0.9 and m < f for m, f in pairs), pairs
+    status = live[-1]["status"]["server_metrics"]
+    assert status["targets"] == [f"Prometheus {prom.url}"] and status["failures"][prom.url] == {}, status
     assert not (out / "server_metrics.jsonl").exists(), "the replicas must not be scraped directly"
     heavy, light = (f"instance={n}" for n in netlocs)
     assert set(top["server_replicas"]) == {heavy, light}

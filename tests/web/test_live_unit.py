@@ -58,6 +58,7 @@ class _Ctx:
         self.steps = StepTracker()
         self.plan = StepPlan()
         self.scraper: _Scraper | None = _Scraper()
+        self.prometheus: Any = None
         self.start_time: float | None = 1000.0
         self.model = "m"
         self.finished = False

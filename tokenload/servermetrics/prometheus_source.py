@@ -30,6 +30,8 @@ from tokenload.servermetrics.promql import (
     check_prometheus_url,
     freshness_query,
     gauge_step_s,
+    live_queries,
+    live_row,
     summarize_answers,
     summarize_by,
     window_queries,
@@ -210,6 +212,16 @@ class PrometheusSource:
             if fresh and sum(self.failures.values()) == failed_before:
                 self._replica_cache[key] = cached
         return copy.deepcopy(cached) if len(cached) >= 2 else None
+
+    def live(self, now: float, since: float) -> dict[str, Any]:
+        """The server's figures at ``now`` for the live page (tokenload.web.live's server row):
+        gauges, the fullest replica's KV usage, rates, and the preemptions since ``since``."""
+        queries = live_queries(self.selector, self.replica_label, max(1.0, now - since))
+        keys = list(queries)
+        answers = gevent.pool.Pool(self._concurrency).map(
+            lambda k: self._get("query", {"query": queries[k], "time": f"{now:.3f}"}), keys
+        )
+        return live_row(dict(zip(keys, answers, strict=True)))
 
     def summary(self, t0: float, t1: float) -> dict[str, Any]:
         """The run's server summary (``llm_stats.json["server"]``): the window and the failures."""

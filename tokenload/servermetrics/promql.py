@@ -42,6 +42,8 @@ __all__ = [
     "check_prometheus_url",
     "freshness_query",
     "gauge_step_s",
+    "live_queries",
+    "live_row",
     "parse_selector",
     "summarize_answers",
     "summarize_by",
@@ -192,6 +194,50 @@ def window_queries(selector: tuple[str, ...], t0: float, t1: float, by: str = ""
             out.append(PromQuery(q.name, "buckets", _first_of(buckets, True, by)))
             out.append(PromQuery(q.name, "sum", _first_of(sums, False)))
     return out
+
+
+#: The live page's rates: ``irate`` over the last two samples within this range, whatever the
+#: scrape interval (Prometheus' default is 1 m; 15-30 s is usual for vLLM's pods).
+LIVE_RATE_RANGE = "2m"
+
+
+def live_queries(selector: tuple[str, ...], by: str, since_s: float) -> dict[str, str]:
+    """The live page's server figures now (tokenload.web.live's server series), as instant
+    queries: the fleet's gauges (ratios averaged), each replica's KV usage (by ``by``, for the
+    fullest), counter rates by ``irate`` and the preemptions of the last ``since_s`` seconds."""
+
+    def first(name: str, fmt: str, suffix: str = "") -> str:
+        return _first_of(
+            [fmt.format(_series(f + suffix, selector, lab)) for f, lab in _alternatives(CANONICAL[name])],
+            False,
+        )
+
+    out = {
+        "kv_cache_usage_ratio": first("kv_cache_usage_ratio", "avg({})"),
+        "requests_running": first("requests_running", "sum({})"),
+        "requests_waiting": first("requests_waiting", "sum({})"),
+        "generation_tokens_per_s": first(
+            "generation_tokens", f"sum(irate({{}}[{LIVE_RATE_RANGE}]))", "_total"
+        ),
+        "preemptions_per_s": first("preemptions", f"sum(irate({{}}[{LIVE_RATE_RANGE}]))", "_total"),
+        "preemptions_increase": first("preemptions", f"sum(increase({{}}[{_duration(since_s)}]))", "_total"),
+    }
+    if by:
+        out["kv_by_replica"] = first("kv_cache_usage_ratio", f"avg by ({by})({{}})")
+    return out
+
+
+def live_row(answers: Mapping[str, Mapping[str, Any] | None]) -> dict[str, Any]:
+    """The answers to :func:`live_queries` (``data`` objects, None for a failed query) as one
+    row of the live server series: ``ok`` when any query answered."""
+    row: dict[str, Any] = {"ok": any(a is not None for a in answers.values())}
+    for key, data in answers.items():
+        if key != "kv_by_replica":
+            row[key] = _scalar(data)
+    per = answers.get("kv_by_replica")
+    values = [v for x in (per or {}).get("result") or () if (v := _number(x["value"][1])) is not None]
+    row["kv_cache_usage_ratio_fullest"] = max(values) if len(values) >= 2 else None
+    return row
 
 
 def gauge_step_s(t0: float, t1: float, resolution_s: float) -> float:

@@ -13,7 +13,9 @@ included (``ctx.fleet.arrived_tokens_total()``, chunks counted by each process a
 reports), so a stream longer than the window shows in the rate while it runs, not all at once
 when it ends. Nothing is averaged across workers or intervals.
 
-Server series (one point per scrape tick of ``ctx.scraper``, read incrementally): gauges as
+Server series (one point per scrape tick of ``ctx.scraper``, read incrementally; with
+``--prometheus-url``, one point every ``PROMETHEUS_EVERY_S`` from Prometheus' instant queries,
+``tokenload.servermetrics.promql.live_queries``): gauges as
 ``tick_series`` combines replicas (ratios averaged, counts summed), and with several replicas the
 fullest one's KV cache usage (a replica whose cache is full hides in the mean); counters per target, turned
 into a rate (generation tokens/s) and an increase since the first scrape (preemptions), with a
@@ -76,6 +78,9 @@ SERVER_FIELDS = (
 )
 _HIST_METRICS = ("ttft_ms", "tpot_ms")
 _COUNTERS = ("preemptions", "generation_tokens")
+#: How often the live page asks Prometheus (--prometheus-url) for the server's figures: a few
+#: instant queries; Prometheus itself holds a new sample only every scrape interval (15-60 s).
+PROMETHEUS_EVERY_S = 5.0
 #: A finished step's verdict is computed once its last requests have surely been reported
 #: (a worker reports every 3 s; a local runner flushes its records every second).
 SETTLE_S = 4.0
@@ -231,7 +236,7 @@ class LiveSeries(GreenletTask):
         if active or self._was_active:
             self.sample_client(now)
         self._was_active = active
-        self.sample_server()
+        self.sample_server(now)
 
     # -- the client's side ---------------------------------------------------------------------
     def sample_client(self, now: float) -> None:
@@ -263,9 +268,10 @@ class LiveSeries(GreenletTask):
         self.client.append(row)
 
     # -- the server's side ---------------------------------------------------------------------
-    def sample_server(self) -> None:
+    def sample_server(self, now: float | None = None) -> None:
         scraper = self.ctx.scraper
         if scraper is None:
+            self._sample_prometheus(time.time() if now is None else now)
             return
         points = scraper.points
         new = []
@@ -282,6 +288,18 @@ class LiveSeries(GreenletTask):
             ticks.setdefault(round(p.t, 1), {})[p.target] = p
         for t, by_target in ticks.items():
             self.server.append(self._server_row(t, list(by_target.values()), scraper.interval_s))
+
+    def _sample_prometheus(self, now: float) -> None:
+        prometheus = self.ctx.prometheus
+        if prometheus is None or now - self._last_scrape_t < PROMETHEUS_EVERY_S:
+            return
+        self._last_scrape_t = now
+        row = prometheus.live(now, self.ctx.start_time or now)
+        row["t"] = round(now, 3)
+        for key, value in row.items():
+            if isinstance(value, float):
+                row[key] = _r(value, 4)
+        self.server.append(row)
 
     def _server_row(self, t: float, points: list[Any], interval_s: float) -> dict[str, Any]:
         oks = [p for p in points if p.ok]
@@ -365,6 +383,20 @@ class LiveSeries(GreenletTask):
                 "warmup_s": plan.warmup_s if plan is not None else None,
             }
         scraper = ctx.scraper
+        prometheus = ctx.prometheus
+        if scraper is not None:
+            server_metrics: dict[str, Any] | None = {
+                "targets": [t.url for t in scraper.targets],
+                "failures": scraper.failures,
+            }
+        elif prometheus is not None:
+            # The page counts failures per target and reason: Prometheus is the one target.
+            server_metrics = {
+                "targets": [f"Prometheus {prometheus.url}"],
+                "failures": {prometheus.url: dict(prometheus.failures)},
+            }
+        else:
+            server_metrics = None
         return {
             "state": getattr(runner, "state", None),
             "users": getattr(runner, "user_count", None),
@@ -377,11 +409,7 @@ class LiveSeries(GreenletTask):
             "requests_failed": sum(total.failures.values()),
             "failures_by_class": dict(total.failures),
             "output_tokens": total.output_tokens,
-            "server_metrics": (
-                None
-                if scraper is None
-                else {"targets": [t.url for t in scraper.targets], "failures": scraper.failures}
-            ),
+            "server_metrics": server_metrics,
             "step": step,
             # The run directory's results for download (/tokenload/files/NAME), as of the last stop.
             "files": run_files(ctx.run_dir),
@@ -484,7 +512,7 @@ class LiveSeries(GreenletTask):
             "interval_s": self.interval_s,
             "window_s": self.window_s,
             "client": self.client.since(client_since),
-            "server": self.server.since(server_since) if self.ctx.scraper else None,
+            "server": self.server.since(server_since) if self.ctx.scraper or self.ctx.prometheus else None,
             "status": self.status(now),
             "steps": steps,
             "verdict_error": self._verdict_error,

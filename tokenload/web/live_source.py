@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from tokenload.loadgen.step_plan import StepPlan
     from tokenload.metrics.aggregate import LLMStats
     from tokenload.results.run_inputs import StepSources
+    from tokenload.servermetrics.prometheus_source import PrometheusSource
     from tokenload.servermetrics.scraper import Scraper
 
 __all__ = ["LiveSource"]
@@ -27,6 +28,8 @@ class LiveSource(Protocol):
     steps: StepTracker
     plan: StepPlan
     scraper: Scraper | None
+    #: With --prometheus-url: the server's figures from Prometheus (then ``scraper`` is None).
+    prometheus: PrometheusSource | None
     environment: Environment
     model: str | None
     start_time: float | None
