@@ -341,6 +341,16 @@ def main_http(n: int, seed: int, duration: float, as_json: bool) -> int:
     return 0
 
 
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of ``k`` successes in ``n`` trials (95 % with z = 1.96)."""
+    if n == 0:
+        return (0.0, 1.0)
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
 def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
     labels = sorted({r["oracle"] for r in results} | {r["verdict"] for r in results})
     confusion = {a: {b: 0 for b in labels} for a in labels}
@@ -353,6 +363,13 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
             "count": len(mine),
             "accuracy": round(sum(r["verdict"] == a for r in mine) / len(mine), 3),
         }
+    per_profile = {}
+    for p in sorted({r["scenario"]["profile"] for r in results}):
+        mine = [r for r in results if r["scenario"]["profile"] == p]
+        per_profile[p] = {
+            "count": len(mine),
+            "accuracy": round(sum(r["verdict"] == r["oracle"] for r in mine) / len(mine), 3),
+        }
     right = sum(r["verdict"] == r["oracle"] for r in results)
     secondary = sum(r["verdict"] != r["oracle"] and r["verdict"] == r["oracle_secondary"] for r in results)
     # Not the accuracy: how often the oracle's label is at least named, as the verdict or as its
@@ -361,9 +378,12 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "scenarios": len(results),
         "overall_accuracy": round(right / len(results), 3) if results else None,
+        # 95 % Wilson interval of the overall accuracy: what 200 scenarios can tell apart.
+        "overall_accuracy_ci95": [round(x, 3) for x in wilson(right, len(results))] if results else None,
         "oracle_label_named": round(named / len(results), 3) if results else None,
         "verdict_is_oracle_secondary": secondary,
         "per_label": per_label,
+        "per_profile": per_profile,
         "confusion": confusion,
         "wrong": [
             {
@@ -390,7 +410,9 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _print(summary: dict[str, Any], seed: int) -> None:
     print(f"verdict accuracy: seed {seed}, {summary['scenarios']} scenarios, "
-          f"overall {summary['overall_accuracy']:.1%} ({summary['seconds']} s of simulation)")  # fmt: skip
+          f"overall {summary['overall_accuracy']:.1%} (95 % interval "
+          f"{summary['overall_accuracy_ci95'][0]:.1%}-{summary['overall_accuracy_ci95'][1]:.1%}; "
+          f"{summary['seconds']} s of simulation)")  # fmt: skip
     labels = list(summary["confusion"])
     width = max(len(x) for x in labels) + 2
     print("\noracle \\ verdict".ljust(width + 1) + "".join(x[:10].rjust(11) for x in labels))
@@ -399,6 +421,10 @@ def _print(summary: dict[str, Any], seed: int) -> None:
     print(
         "\nper oracle label: "
         + ", ".join(f"{a} {v['accuracy']:.0%} of {v['count']}" for a, v in summary["per_label"].items())
+    )
+    print(
+        "per profile: "
+        + ", ".join(f"{p} {v['accuracy']:.0%} of {v['count']}" for p, v in summary["per_profile"].items())
     )
     named = summary["oracle_label_named"]
     print(f"verdict named the oracle's secondary: {summary['verdict_is_oracle_secondary']}; "
