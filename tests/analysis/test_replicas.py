@@ -50,6 +50,18 @@ def test_a_closed_loops_users_split_as_the_replicas_hold_requests() -> None:
     assert a["server"]["requests_waiting"]["mean"] == 4 and "server_replicas" not in a
 
 
+def test_an_open_loops_rate_splits_as_the_replicas_took_in_prompts() -> None:
+    # Three prompt tokens in four went to the first replica: it saw three quarters of the
+    # arrivals, which sizes the noise of its own throughput (the arrivals-noise rule).
+    steps = [_fleet(16, 150, {"run": 8}, {"run": 4}, run=12)]
+    steps[0]["target_rate_rps"] = 8.0
+    for url, tokens in (("http://a/metrics", 3000.0), ("http://b/metrics", 1000.0)):
+        steps[0]["server_replicas"][url]["prompt_tokens"] = {"increase": tokens}
+    a, b = (replica_steps(steps, u)[0] for u in ("http://a/metrics", "http://b/metrics"))
+    assert (a["target_rate_rps"], b["target_rate_rps"]) == (6.0, 2.0)
+    assert a["concurrency"] == b["concurrency"] == steps[0]["concurrency"]
+
+
 def test_one_replica_or_replicas_alike_keep_the_fleets_verdict() -> None:
     steps = [step(4, 100), step(16, 150, kv=0.9, kv_max=1.0, wait=5, preempt=12)]
     assert judge_steps(steps)[0][1]["verdict"]["bottleneck"] == "kv_capacity"

@@ -17,6 +17,7 @@ from tests.conftest import run_locust
         (("--prometheus-url", "http://admin:pw@prometheus:9090"), "argument --prometheus-url: credentials"),
         (("--prometheus-selector", "{job=vllm}"), "argument --prometheus-selector: expected label matchers"),
         (("--exporter-port", "70000"), "argument --exporter-port: expected a TCP port"),
+        (("--prometheus-replica-label", "le"), "argument --prometheus-replica-label: expected a label"),
     ],
 )
 def test_bad_values_are_refused_up_front(args: tuple[str, ...], line: str, tmp_path: Path) -> None:

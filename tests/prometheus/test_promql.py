@@ -16,6 +16,8 @@ from tokenload.servermetrics.promql import (
     check_prometheus_url,
     freshness_query,
     gauge_step_s,
+    live_queries,
+    live_row,
     parse_selector,
     summarize_answers,
     summarize_by,
@@ -259,3 +261,35 @@ def test_nan_counters_and_gauge_gaps() -> None:
     # Time-weighted: 1 for 2 s (the NaN sample dropped), 3 for 2 s.
     assert out["requests_running"] == {"mean": 2.0, "max": 3.0, "p95": 3.0}
     assert not math.isnan(out["requests_running"]["mean"])
+
+
+def test_freshness_waits_for_the_replica_whose_newest_sample_is_oldest() -> None:
+    assert freshness_query(('job="x"',), by="pod") == (
+        'min(max by (pod) (timestamp(vllm:num_requests_running{job="x"}))'
+        ' or max by (pod) (timestamp(sglang:num_running_reqs{job="x"})))'
+    )
+
+
+def test_live_queries_and_their_row() -> None:
+    q = live_queries(('job="x"',), "pod", 90.0)
+    assert (
+        q["requests_running"]
+        == 'sum(vllm:num_requests_running{job="x"}) or sum(sglang:num_running_reqs{job="x"})'
+    )
+    assert q["generation_tokens_per_s"].startswith('sum(irate(vllm:generation_tokens_total{job="x"}[2m]))')
+    assert q["preemptions_increase"] == 'sum(increase(vllm:num_preemptions_total{job="x"}[90000ms]))'
+    assert q["kv_by_replica"].startswith('avg by (pod)(vllm:kv_cache_usage_perc{job="x"})')
+    assert "kv_by_replica" not in live_queries((), "", 90.0)
+    answers = {k: _vector(({}, "1")) for k in q}
+    answers["kv_cache_usage_ratio"] = _vector(({}, "0.5"))
+    answers["kv_by_replica"] = _vector(({"pod": "a"}, "0.2"), ({"pod": "b"}, "0.8"))
+    answers["preemptions_per_s"] = None  # a failed query: that figure is missing
+    row = live_row(answers)
+    assert row["ok"] is True and row["kv_cache_usage_ratio"] == 0.5 and row["preemptions_per_s"] is None
+    assert row["kv_cache_usage_ratio_fullest"] == 0.8
+    # One replica: no fullest line; nothing matched or every query failed: a gap.
+    answers["kv_by_replica"] = _vector(({"pod": "a"}, "0.2"))
+    assert live_row(answers)["kv_cache_usage_ratio_fullest"] is None
+    empty = {k: {"resultType": "vector", "result": []} for k in q}
+    assert live_row(empty)["ok"] is False and live_row(empty)["requests_running"] is None
+    assert live_row(dict.fromkeys(q))["ok"] is False

@@ -194,10 +194,11 @@ def _within_arrival_noise(sig: StepSignals, th: Thresholds) -> dict | None:
     than ``growth_noise_z`` standard errors of its steps' Poisson arrivals (a handful of long
     requests a step: which ones arrived decides the throughput); None when the shortfall counts."""
     n1, n0, g = sig.arrivals, sig.prev_arrivals, sig.load_growth
-    if not (n1 and n0 and g and sig.prev_throughput) or sig.throughput <= 0:
+    if not (n1 and n0 and g and sig.prev_throughput):
         return None
     se = math.sqrt(1.0 / n1 + 1.0 / n0)
-    grew = sig.throughput / sig.prev_throughput
+    # Nothing served can be nothing arrived (e^-n1 of the time): half an arrival's worth then.
+    grew = max(sig.throughput / sig.prev_throughput, 0.5 / n1)
     shortfall = math.log(1.0 + th.scaling_efficiency * (g - 1.0)) - math.log(grew)
     if shortfall >= th.growth_noise_z * se:
         return None

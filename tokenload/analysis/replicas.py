@@ -5,9 +5,10 @@ replica's own server figures (``server_replicas``: url -> the same fields as ``s
 replica's series is judged by the same rules as the fleet's (tokenload.analysis.diagnosis), with
 the replica's share of a closed loop's users: its requests in the system (running + waiting,
 means over the step) over the fleet's, since in a closed loop every user's request is at some
-replica. An open loop keeps the fleet's rate: a router's split is a fixed share of every rate,
-so the load grows by the same factor at each replica. A ``--server-max-num-seqs`` given for the
-fleet (the replicas' sum) is split evenly.
+replica. An open loop's rate is split by each replica's share of the prompt tokens taken in (a
+router's split is a share of every rate, so the load grows by about the same factor at each
+replica; the arrivals a replica saw size the noise of its own throughput). A
+``--server-max-num-seqs`` given for the fleet (the replicas' sum) is split evenly.
 
 The fleet's verdict is ``imbalance`` when at least one replica is saturated (a resource named)
 while at least one other is not (``none``, measured: not a first step's absence of signs): the
@@ -39,9 +40,15 @@ def _in_system(server: dict[str, Any] | None) -> float:
     )
 
 
+def _prompted(server: dict[str, Any] | None) -> float:
+    """Prompt tokens a replica took in over the step (0 when it did not say)."""
+    return ((server or {}).get("prompt_tokens") or {}).get("increase") or 0.0
+
+
 def replica_steps(steps: list[dict[str, Any]], url: str) -> list[dict[str, Any]]:
-    """The steps as one replica saw them: its own server figures and, in a closed loop, its
-    share of the users (module doc). Steps without that replica's figures keep none."""
+    """The steps as one replica saw them: its own server figures and its share of the load: of
+    a closed loop's users (module doc), of an open loop's arrival rate (its share of the prompt
+    tokens). Steps without that replica's figures keep none."""
     out = []
     for step in steps:
         own = (step.get("server_replicas") or {}).get(url)
@@ -53,6 +60,12 @@ def replica_steps(steps: list[dict[str, Any]], url: str) -> list[dict[str, Any]]
             total = sum(_in_system(s) for s in step["server_replicas"].values())
             share = _in_system(own) / total if total else 1.0 / len(step["server_replicas"])
             mine["concurrency"] = max(1, round(step["concurrency"] * share))
+        elif own is not None and step.get("target_rate_rps"):
+            # An open loop: the replica's own arrival rate, its share of the prompt tokens the
+            # fleet took in (a prompt is counted as it is admitted, about when it arrived).
+            total = sum(_prompted(s) for s in step["server_replicas"].values())
+            share = _prompted(own) / total if total else 1.0 / len(step["server_replicas"])
+            mine["target_rate_rps"] = step["target_rate_rps"] * share
         out.append(mine)
     return out
 

@@ -21,8 +21,9 @@ class Thresholds:
     scaling_efficiency: float = 0.5
     #: Standard errors by which an open loop's throughput must fall short of that share before
     #: the shortfall counts: with n Poisson arrivals a step's throughput varies by about
-    #: 1/sqrt(n), so the growth between two steps by sqrt(1/n1 + 1/n2) in log terms; 2 is the
-    #: usual two-sided 95 % bound (a definition, not fitted).
+    #: 1/sqrt(n), so the growth between two steps by sqrt(1/n1 + 1/n2) in log terms. Noise alone
+    #: falls 2 of them short about 2.3 % of the time (one-sided; a definition, not fitted).
+    #: Poisson is tokenload's default --arrival; constant arrivals vary less, bursty ones more.
     growth_noise_z: float = 2.0
     #: KV cache usage (time-weighted max) at or above which the cache counts as full.
     kv_full_ratio: float = 0.9

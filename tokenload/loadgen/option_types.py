@@ -98,6 +98,10 @@ def label_name(text: str) -> str:
     value = str(text).strip()
     if value and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
         raise argparse.ArgumentTypeError(f"expected a Prometheus label name like pod, got {text!r}")
+    if value in ("le", "__name__"):  # histogram buckets' own label; the metric's name
+        raise argparse.ArgumentTypeError(
+            f"expected a label that tells replicas apart, like pod, got {text!r}"
+        )
     return value
 
 

@@ -41,6 +41,9 @@ __all__ = ["PrometheusSource"]
 
 log = logging.getLogger("tokenload.prometheus")
 
+#: The live page's queries give up sooner than the steps' (their point is simply missed).
+LIVE_TIMEOUT_S = 3.0
+
 
 class PrometheusSource:
     """``window(t0, t1)`` -> the dict ``summarize_window`` returns, from Prometheus' answers."""
@@ -69,6 +72,8 @@ class PrometheusSource:
         self.queries = 0
         #: reason -> count: down, timeout, http_error, bad_answer, skipped
         self.failures: dict[str, int] = {}
+        #: The live page's own failed queries (reason -> count), apart from the steps' figures.
+        self.live_failures: dict[str, int] = {}
         self._warned: set[str] = set()
         self._resting_until = 0.0
         self._cache: dict[tuple[float, float], dict[str, Any]] = {}
@@ -83,42 +88,62 @@ class PrometheusSource:
         self._client.close()
 
     # -- HTTP -----------------------------------------------------------------------------------
-    def _get(self, endpoint: str, params: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        """The ``data`` of one API answer, or None (counted, warned about once per reason)."""
-        if self.clock() < self._resting_until:
+    def _get(
+        self, endpoint: str, params: Mapping[str, Any], *, live: bool = False
+    ) -> Mapping[str, Any] | None:
+        """The ``data`` of one API answer, or None (counted, warned about once per reason). The
+        live page's queries (``live``) have a shorter timeout and a tally of their own
+        (``live_failures``), and never make the step queries rest."""
+        fail = self._fail_live if live else self._fail
+        if not live and self.clock() < self._resting_until:
             self._fail("skipped", f"resting {self.backoff_s:g} s after a connection failure")
             return None
+        timeout_s = min(self.timeout_s, LIVE_TIMEOUT_S) if live else self.timeout_s
         self.queries += 1
         uri = f"{self._path}/api/v1/{endpoint}?{urlencode(params)}"
         try:
-            with gevent.Timeout(self.timeout_s, TimeoutError):
+            with gevent.Timeout(timeout_s, TimeoutError):
                 resp = self._client.get(uri, headers={"Accept": "application/json"})
                 try:
                     status, body = resp.status_code, resp.read()
                 finally:
                     resp.release()
         except TimeoutError:
-            self._rest()
-            return self._fail("timeout", f"no complete answer within {self.timeout_s:g} s")
+            if not live:
+                self._rest()
+            return fail("timeout", f"no complete answer within {timeout_s:g} s")
         except (OSError, ValueError) as exc:  # refused, reset, unresolvable, an HTTP parse error
-            self._rest()
-            return self._fail("down", f"{type(exc).__name__}: {exc}"[:200])
+            if not live:
+                self._rest()
+            return fail("down", f"{type(exc).__name__}: {exc}"[:200])
         try:
             answer = json.loads(body)
         except ValueError:
-            return self._fail("bad_answer", f"HTTP {status}, not JSON: {body[:80]!r}")
+            return fail("bad_answer", f"HTTP {status}, not JSON: {body[:80]!r}")
         if not isinstance(answer, dict):
-            return self._fail("bad_answer", f"HTTP {status}: not a JSON object")
+            return fail("bad_answer", f"HTTP {status}: not a JSON object")
         if status != 200 or answer.get("status") != "success":
             error = f"{answer.get('errorType', '')}: {answer.get('error', '')}".strip(": ")
-            return self._fail("http_error", f"HTTP {status} {error}"[:300])
+            return fail("http_error", f"HTTP {status} {error}"[:300])
         data = answer.get("data")
         if not isinstance(data, dict):
-            return self._fail("bad_answer", "no 'data' object in the answer")
+            return fail("bad_answer", "no 'data' object in the answer")
         return data
 
     def _rest(self) -> None:
         self._resting_until = self.clock() + self.backoff_s
+
+    def _fail_live(self, reason: str, error: str) -> None:
+        self.live_failures[reason] = self.live_failures.get(reason, 0) + 1
+        if "live " + reason not in self._warned:
+            self._warned.add("live " + reason)
+            log.warning(
+                "tokenload: Prometheus at %s: %s (%s); the live page's server charts miss a point",
+                self.url,
+                error,
+                reason,
+            )
+        return None
 
     def _fail(self, reason: str, error: str) -> None:
         self.failures[reason] = self.failures.get(reason, 0) + 1
@@ -144,7 +169,7 @@ class PrometheusSource:
         """Wait (at most ``max_wait_s``) until Prometheus holds a sample at or after ``t1``: it
         ingests a scrape one scrape interval or so after the moment it describes."""
         deadline = time.monotonic() + self.max_wait_s
-        query = freshness_query(self.selector)
+        query = freshness_query(self.selector, self.replica_label)
         while True:
             data = self._get("query", {"query": query})
             if data is None or not data.get("result"):
@@ -219,7 +244,7 @@ class PrometheusSource:
         queries = live_queries(self.selector, self.replica_label, max(1.0, now - since))
         keys = list(queries)
         answers = gevent.pool.Pool(self._concurrency).map(
-            lambda k: self._get("query", {"query": queries[k], "time": f"{now:.3f}"}), keys
+            lambda k: self._get("query", {"query": queries[k], "time": f"{now:.3f}"}, live=True), keys
         )
         return live_row(dict(zip(keys, answers, strict=True)))
 

@@ -229,8 +229,9 @@ def live_queries(selector: tuple[str, ...], by: str, since_s: float) -> dict[str
 
 def live_row(answers: Mapping[str, Mapping[str, Any] | None]) -> dict[str, Any]:
     """The answers to :func:`live_queries` (``data`` objects, None for a failed query) as one
-    row of the live server series: ``ok`` when any query answered."""
-    row: dict[str, Any] = {"ok": any(a is not None for a in answers.values())}
+    row of the live server series: ``ok`` when any query found a series (a selector that
+    matches nothing is a gap, as a failed scrape is)."""
+    row: dict[str, Any] = {"ok": any(a is not None and a.get("result") for a in answers.values())}
     for key, data in answers.items():
         if key != "kv_by_replica":
             row[key] = _scalar(data)
@@ -245,10 +246,14 @@ def gauge_step_s(t0: float, t1: float, resolution_s: float) -> float:
     return max(resolution_s, (t1 - t0) / MAX_RANGE_POINTS, 0.001)
 
 
-def freshness_query(selector: tuple[str, ...]) -> str:
-    """The time of the newest sample of the servers' running-requests gauge: a window is only
-    queried once Prometheus has ingested a scrape at or after its end."""
+def freshness_query(selector: tuple[str, ...], by: str = "") -> str:
+    """The time of the newest sample of the servers' running-requests gauge (with ``by``, of
+    the replica whose newest is oldest): a window is only queried once Prometheus has ingested a
+    scrape at or after its end (every replica's; a replica that is down has no fresh series)."""
     alts = _alternatives(CANONICAL["requests_running"])
+    if by:
+        per = _first_of([f"max by ({by}) (timestamp({_series(f, selector, lab)}))" for f, lab in alts], False)
+        return f"min({per})"
     return _first_of([f"max(timestamp({_series(f, selector, lab)}))" for f, lab in alts], False)
 
 

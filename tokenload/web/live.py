@@ -206,6 +206,7 @@ class LiveSeries(GreenletTask):
         self._verdict_key: tuple[Any, ...] | None = None
         self._verdict_steps: dict[int, dict[str, Any]] = {}
         self._verdict_error: str | None = None
+        self._prometheus_job: gevent.Greenlet | None = None
 
     # -- the sampling greenlet ----------------------------------------------------------------
     def _run(self) -> None:
@@ -290,16 +291,24 @@ class LiveSeries(GreenletTask):
             self.server.append(self._server_row(t, list(by_target.values()), scraper.interval_s))
 
     def _sample_prometheus(self, now: float) -> None:
+        """Ask Prometheus in a greenlet of its own (one at a time), so that a slow one delays
+        only the server's points, never the client's."""
         prometheus = self.ctx.prometheus
         if prometheus is None or now - self._last_scrape_t < PROMETHEUS_EVERY_S:
             return
+        if self._prometheus_job is not None and not self._prometheus_job.dead:
+            return
         self._last_scrape_t = now
-        row = prometheus.live(now, self.ctx.start_time or now)
-        row["t"] = round(now, 3)
-        for key, value in row.items():
-            if isinstance(value, float):
-                row[key] = _r(value, 4)
-        self.server.append(row)
+
+        def ask() -> None:
+            row = prometheus.live(now, self.ctx.start_time or now)
+            row["t"] = round(now, 3)
+            for key, value in row.items():
+                if isinstance(value, float):
+                    row[key] = _r(value, 4)
+            self.server.append(row)
+
+        self._prometheus_job = gevent.spawn(ask)
 
     def _server_row(self, t: float, points: list[Any], interval_s: float) -> dict[str, Any]:
         oks = [p for p in points if p.ok]
@@ -391,9 +400,12 @@ class LiveSeries(GreenletTask):
             }
         elif prometheus is not None:
             # The page counts failures per target and reason: Prometheus is the one target.
+            failures = dict(prometheus.failures)
+            for reason, n in prometheus.live_failures.items():
+                failures[f"live {reason}"] = n
             server_metrics = {
                 "targets": [f"Prometheus {prometheus.url}"],
-                "failures": {prometheus.url: dict(prometheus.failures)},
+                "failures": {prometheus.url: failures},
             }
         else:
             server_metrics = None

@@ -180,7 +180,7 @@
       sw.style.background = ln.color;
       sw.style.borderColor = ln.color;
       var val = el("span", "val", "–");
-      if (ln.optional) it.hidden = true;  // until its series has a point
+      if (ln.optional) it.style.display = "none";  // until its series has a point
       it.appendChild(sw);
       it.appendChild(el("span", null, ln.name));
       it.appendChild(val);
@@ -384,7 +384,7 @@
     series.forEach(function (s, i) {
       var val = def.el.values[i];
       val.textContent = fmtNum(valueAt(s, S.hoverT), def.unit);
-      if (def.lines[i].optional) val.parentNode.hidden = !perSeries[def.lines[i].key];
+      if (def.lines[i].optional) val.parentNode.style.display = perSeries[def.lines[i].key] ? "" : "none";
     });
     canvas.dataset.points = String(count);
     canvas.dataset.series = JSON.stringify(perSeries);
