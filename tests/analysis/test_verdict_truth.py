@@ -361,3 +361,9 @@ def test_the_same_shortfall_from_many_arrivals_counts() -> None:
     few = diagnose_steps([step(0, 0.05, 60.0, 1000.0), step(1, 0.1, 60.0, 970.0)])
     assert many[1]["saturated"] is True and many[1]["decided_by"] == "server generation tokens/s", many[1]
     assert few[1]["bottleneck"] == "none" and few[1]["decided_by"] == NOISE_SIGNAL, few[1]
+    # Nothing served at all: from two expected arrivals that is noise (e^-2 of the time), from
+    # six hundred it is not.
+    idle = diagnose_steps([step(0, 0.02, 60.0, 1000.0), step(1, 0.04, 60.0, 0.0)])
+    dead = diagnose_steps([step(0, 5.0, 60.0, 1000.0), step(1, 10.0, 60.0, 0.0)])
+    assert idle[1]["decided_by"] == NOISE_SIGNAL, idle[1]
+    assert dead[1]["saturated"] is True, dead[1]
