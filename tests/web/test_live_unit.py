@@ -23,7 +23,8 @@ from tokenload.metrics.histogram import LogHistogram
 from tokenload.results.run_inputs import StepSources
 from tokenload.servermetrics.scraper import ScrapePoint
 from tokenload.web.blueprint import CSP, STATIC_DIR, make_blueprint, public_url
-from tokenload.web.live import LiveSeries, _Ring, window_histogram
+from tokenload.web.live import LiveSeries
+from tokenload.web.series import Ring, window_histogram
 
 SECRET = "sk-tokenload-web-secret-77a1"
 
@@ -239,7 +240,7 @@ def test_server_series_combines_replicas_counts_restarts_and_marks_gaps() -> Non
 
 
 def test_ring_thins_the_old_half_and_keeps_order() -> None:
-    ring = _Ring(("v",), capacity=10)
+    ring = Ring(("v",), capacity=10)
     for i in range(40):
         ring.append({"t": float(i), "v": i})
     t = ring.cols["t"]

@@ -36,15 +36,14 @@ import logging
 import math
 import secrets
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import gevent
 
 from tokenload.loadgen.greenlet_task import GreenletTask
-from tokenload.metrics.histogram import LogHistogram
 from tokenload.web.run_files import run_files
+from tokenload.web.series import Ring, rounded, window_histogram
 
 if TYPE_CHECKING:
     from tokenload.web.live_source import LiveSource
@@ -120,63 +119,6 @@ def _is_reset(new: _Snap, old: _Snap) -> bool:
     )
 
 
-def window_histogram(
-    new: tuple[dict[int, int], int, int], old: tuple[dict[int, int], int, int], relative_error: float
-) -> LogHistogram:
-    """The histogram of the values added between two snapshots of one cumulative histogram."""
-    h = LogHistogram(relative_error)
-    old_b = old[0]
-    h.buckets = {i: c - old_b.get(i, 0) for i, c in new[0].items() if c > old_b.get(i, 0)}
-    h.zero_count = max(0, new[1] - old[1])
-    h.count = sum(h.buckets.values()) + h.zero_count
-    # The window's exact extremes are unknown: do not let quantile() clamp to them.
-    h.min, h.max = 0.0, math.inf
-    return h
-
-
-def _r(v: float | None, nd: int = 2) -> float | None:
-    if v is None or not math.isfinite(v):
-        return None
-    return round(v, nd)
-
-
-class _Ring:
-    """Columns of equal length; past ``capacity`` rows the older half is thinned by two, so a long
-    run keeps its whole history at a coarser resolution and the memory stays bounded."""
-
-    def __init__(self, fields: Iterable[str], capacity: int) -> None:
-        self.fields = ("t", *fields)
-        self.capacity = max(8, capacity)
-        self.cols: dict[str, list[Any]] = {f: [] for f in self.fields}
-
-    def __len__(self) -> int:
-        return len(self.cols["t"])
-
-    def append(self, row: dict[str, Any]) -> None:
-        for f in self.fields:
-            self.cols[f].append(row.get(f))
-        if len(self) > self.capacity:
-            half = len(self) // 2
-            for f in self.fields:
-                col = self.cols[f]
-                self.cols[f] = col[:half:2] + col[half:]
-
-    def since(self, t: float | None) -> dict[str, list[Any]]:
-        ts = self.cols["t"]
-        start = 0
-        if t is not None:
-            # rows are appended in time order: binary search for the first t > since
-            lo, hi = 0, len(ts)
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if ts[mid] <= t:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            start = lo
-        return {f: c[start:] for f, c in self.cols.items()}
-
-
 class LiveSeries(GreenletTask):
     """Samples a run (:class:`LiveSource`: the run's context) every ``interval_s`` seconds."""
 
@@ -192,8 +134,8 @@ class LiveSeries(GreenletTask):
         self.interval_s = interval_s
         self.window_s = window_s if window_s is not None else (10.0 if self._distributed() else 5.0)
         self.series_id = secrets.token_hex(6)
-        self.client = _Ring(CLIENT_FIELDS, capacity)
-        self.server = _Ring(SERVER_FIELDS, capacity)
+        self.client = Ring(CLIENT_FIELDS, capacity)
+        self.server = Ring(SERVER_FIELDS, capacity)
         self._snaps: list[_Snap] = []
         self._last_scrape_t = -math.inf
         self._counter_last: dict[tuple[str, str], float] = {}
@@ -260,11 +202,11 @@ class LiveSeries(GreenletTask):
         row["users"] = getattr(runner, "user_count", None)
         for m, key in (("ttft_ms", "ttft"), ("tpot_ms", "tpot")):
             h = window_histogram(snap.hists[m], old.hists[m], rel)
-            row[f"{key}_p50"] = _r(h.quantile(0.5))
-            row[f"{key}_p99"] = _r(h.quantile(0.99))
-        row["output_tokens_per_s"] = _r(max(0, snap.arrived_tokens - old.arrived_tokens) / span)
-        row["requests_per_s"] = _r((snap.ok - old.ok) / span, 3)
-        row["failures_per_s"] = _r((snap.failed - old.failed) / span, 3)
+            row[f"{key}_p50"] = rounded(h.quantile(0.5))
+            row[f"{key}_p99"] = rounded(h.quantile(0.99))
+        row["output_tokens_per_s"] = rounded(max(0, snap.arrived_tokens - old.arrived_tokens) / span)
+        row["requests_per_s"] = rounded((snap.ok - old.ok) / span, 3)
+        row["failures_per_s"] = rounded((snap.failed - old.failed) / span, 3)
         row["window_requests"] = snap.ok - old.ok
         self.client.append(row)
 
@@ -305,7 +247,7 @@ class LiveSeries(GreenletTask):
             row["t"] = round(now, 3)
             for key, value in row.items():
                 if isinstance(value, float):
-                    row[key] = _r(value, 4)
+                    row[key] = rounded(value, 4)
             self.server.append(row)
 
         self._prometheus_job = gevent.spawn(ask)
@@ -316,12 +258,12 @@ class LiveSeries(GreenletTask):
         if not oks:
             return row
         kv = [p.scalars["kv_cache_usage_ratio"] for p in oks if "kv_cache_usage_ratio" in p.scalars]
-        row["kv_cache_usage_ratio"] = _r(sum(kv) / len(kv), 4) if kv else None
+        row["kv_cache_usage_ratio"] = rounded(sum(kv) / len(kv), 4) if kv else None
         # Several replicas: the fullest one's, which the mean hides (None for one server).
-        row["kv_cache_usage_ratio_fullest"] = _r(max(kv), 4) if len(kv) >= 2 else None
+        row["kv_cache_usage_ratio_fullest"] = rounded(max(kv), 4) if len(kv) >= 2 else None
         for q in ("requests_running", "requests_waiting"):
             vals = [p.scalars[q] for p in oks if q in p.scalars]
-            row[q] = _r(sum(vals), 2) if vals else None
+            row[q] = rounded(sum(vals), 2) if vals else None
         rates: dict[str, list[float]] = {q: [] for q in _COUNTERS}
         for p in oks:
             for q in _COUNTERS:
@@ -347,10 +289,10 @@ class LiveSeries(GreenletTask):
                     rates[q].append(self._counter_rate[key])
         targets = {p.target for p in oks}
         incs = [v for (tg, q), v in self._counter_increase.items() if q == "preemptions" and tg in targets]
-        row["preemptions_increase"] = _r(sum(incs), 1) if incs else None
-        row["preemptions_per_s"] = _r(sum(rates["preemptions"]), 3) if rates["preemptions"] else None
+        row["preemptions_increase"] = rounded(sum(incs), 1) if incs else None
+        row["preemptions_per_s"] = rounded(sum(rates["preemptions"]), 3) if rates["preemptions"] else None
         gen = rates["generation_tokens"]
-        row["generation_tokens_per_s"] = _r(sum(gen)) if gen else None
+        row["generation_tokens_per_s"] = rounded(sum(gen)) if gen else None
         return row
 
     # -- steps -----------------------------------------------------------------------------------
@@ -387,7 +329,7 @@ class LiveSeries(GreenletTask):
                 "users": users,
                 "rate_rps": rate,
                 "phase": phase,
-                "phase_elapsed_s": _r(now - since, 1) if since else None,
+                "phase_elapsed_s": rounded(now - since, 1) if since else None,
                 "duration_s": plan.duration_s if plan is not None else None,
                 "warmup_s": plan.warmup_s if plan is not None else None,
             }
@@ -416,7 +358,7 @@ class LiveSeries(GreenletTask):
             "host": getattr(ctx.environment, "host", None),
             "model": ctx.model,
             "start_time": ctx.start_time,
-            "elapsed_s": _r(ctx.elapsed_s(), 1) if ctx.start_time else None,
+            "elapsed_s": rounded(ctx.elapsed_s(), 1) if ctx.start_time else None,
             "requests_ok": total.ok,
             "requests_failed": sum(total.failures.values()),
             "failures_by_class": dict(total.failures),
@@ -456,13 +398,15 @@ class LiveSeries(GreenletTask):
             }
             for m, key in (("ttft_ms", "ttft"), ("tpot_ms", "tpot")):
                 h = ns.hist[m] if ns else None
-                row[f"{key}_p50"] = _r(h.quantile(0.5)) if h else None
-                row[f"{key}_p99"] = _r(h.quantile(0.99)) if h else None
+                row[f"{key}_p50"] = rounded(h.quantile(0.5)) if h else None
+                row[f"{key}_p99"] = rounded(h.quantile(0.99)) if h else None
             done = verdicts.get(w.index)
             if done is not None:
                 server = done.get("server") or {}
-                row["output_tokens_per_s"] = _r(done.get("output_tokens_per_s"))
-                row["kv_cache_usage_mean"] = _r(((server.get("kv_cache_usage_ratio") or {}).get("mean")), 4)
+                row["output_tokens_per_s"] = rounded(done.get("output_tokens_per_s"))
+                row["kv_cache_usage_mean"] = rounded(
+                    ((server.get("kv_cache_usage_ratio") or {}).get("mean")), 4
+                )
                 row["preemptions"] = (server.get("preemptions") or {}).get("increase")
                 row["flags"] = done.get("flags") or []
                 row["verdict"] = done.get("verdict")
