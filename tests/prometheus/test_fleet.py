@@ -93,8 +93,21 @@ def test_an_overloaded_replica_behind_prometheus_is_named_an_imbalance(
     # Prometheus is the one target; its failures (none expected on loopback) are counted there.
     assert status["targets"] == [f"Prometheus {prom.url}"] and isinstance(status["failures"][prom.url], dict)
     assert not {"down", "http_error", "bad_answer", "no_match"} & set(status["failures"][prom.url]), status
-    assert not (out / "server_metrics.jsonl").exists(), "the replicas must not be scraped directly"
     heavy, light = (f"instance={n}" for n in netlocs)
+    # The run's series, read back from Prometheus (the replicas are not scraped directly), each
+    # replica's own: the report draws the heavy one's full cache beside the light one's.
+    lines = [json.loads(x) for x in (out / "server_metrics.jsonl").read_text().splitlines()]
+    assert lines and all(x["source"] == "prometheus" for x in lines)
+    assert {x["target"] for x in lines} == {heavy, light}
+    top_kv = {
+        r: max(x["scalars"]["kv_cache_usage_ratio"] for x in lines
+               if x["target"] == r and top["measure_start"] <= x["t"] <= top["end"])
+        for r in (heavy, light)
+    }  # fmt: skip
+    assert top_kv[heavy] >= 0.9 > top_kv[light], top_kv
+    html = (out / "report.html").read_text()
+    kv_chart = html[html.index('data-chart="kv_usage"') :].split("</figure>", 1)[0]
+    assert f"kv_cache_usage_ratio {heavy}" in kv_chart and f"kv_cache_usage_ratio {light}" in kv_chart
     assert set(top["server_replicas"]) == {heavy, light}
     mine = top["server_replicas"]
     assert mine[heavy]["kv_cache_usage_ratio"]["max"] >= 0.9

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 import time
 import urllib.request
@@ -103,7 +104,6 @@ def _close(a: float, b: float, rel: float, abs_: float = 0.0) -> bool:
 
 
 def test_step_figures_from_prometheus_agree_with_direct_scrapes(prom_run: PromRun) -> None:
-    assert not (prom_run.run_dir / "server_metrics.jsonl").exists(), "the pods must not be scraped"
     steps = prom_run.summary["steps"]
     assert [s["concurrency"] for s in steps] == [2, 8]
     for step in steps:
@@ -138,6 +138,31 @@ def test_step_figures_from_prometheus_agree_with_direct_scrapes(prom_run: PromRu
     assert high["requests_waiting"]["mean"] >= 3
     assert high["queue_time_ms"]["mean"] > 5 * max(low["queue_time_ms"]["mean"] or 0.0, 1.0)
     assert 0 < low["kv_cache_usage_ratio"]["mean"] < high["kv_cache_usage_ratio"]["mean"] <= 1
+
+
+def test_the_runs_series_are_read_back_from_prometheus_for_the_reports_charts(prom_run: PromRun) -> None:
+    lines = [json.loads(x) for x in (prom_run.run_dir / "server_metrics.jsonl").read_text().splitlines()]
+    # Read from Prometheus (the pod is not scraped): one replica, its instance the emulator's.
+    assert lines and all(x["source"] == "prometheus" and x["ok"] for x in lines)
+    netloc = prom_run.sim.sim_url.split("//", 1)[1]
+    assert {x["target"] for x in lines} == {f"instance={netloc}"}
+    ts = [x["t"] for x in lines]
+    assert ts == sorted(ts) and min(ts) <= prom_run.summary["steps"][0]["measure_start"]
+    for step in prom_run.summary["steps"]:
+        a, b = step["measure_start"], step["end"]
+        inside = [x["scalars"] for x in lines if a <= x["t"] <= b]
+        assert len(inside) >= 6, (a, b, ts)
+        # The same gauge sampled on another grid than the step's own query: means agree as the
+        # direct scrapes' do above; a counter's rise inside the step is the step's increase.
+        running = sum(x["requests_running"] for x in inside) / len(inside)
+        assert _close(running, step["server"]["requests_running"]["mean"], 0.3, 0.4), (running, step)
+        rise = inside[-1]["generation_tokens"] - inside[0]["generation_tokens"]
+        assert _close(rise, step["server"]["generation_tokens"]["increase"], 0.3), (rise, step)
+    # The report draws them: KV usage, running and waiting, preemptions over time.
+    html = (prom_run.run_dir / "report.html").read_text()
+    for key in ("kv_usage", "running_waiting", "preemptions"):
+        m = re.search(rf'data-chart="{key}" data-points="(\d+)"', html)
+        assert m is not None and int(m.group(1)) >= 12, key
 
 
 def test_run_summary_from_prometheus_matches_the_emulator(prom_run: PromRun) -> None:

@@ -19,6 +19,8 @@ from tokenload.servermetrics.promql import (
     live_queries,
     live_row,
     parse_selector,
+    series_points,
+    series_queries,
     summarize_answers,
     summarize_by,
     window_queries,
@@ -187,6 +189,45 @@ def test_per_replica_answers_are_split_by_the_label() -> None:
     assert out["pod=a"]["ttft_ms"]["count"] == 2 and out["pod=a"]["ttft_ms"]["mean"] == pytest.approx(750.0)
     assert out["pod=b"]["ttft_ms"]["count"] == 3 and out["pod=b"]["ttft_ms"]["mean"] == pytest.approx(100.0)
     assert summarize_by(qs, [None] * 4, 0.0, 4.0, "pod") == {}
+
+
+def test_the_runs_series_are_one_range_query_per_gauge_and_counter() -> None:
+    qs = {q.quantity: q for q in series_queries(('job="x"',), "pod")}
+    kinds = {q.name: q.kind for q in CANONICAL.values()}
+    assert set(qs) == {n for n, k in kinds.items() if k != "histogram"}
+    assert all(q.range and q.part == kinds[n] for n, q in qs.items())
+    assert qs["kv_cache_usage_ratio"].expr.startswith('avg by (pod)(vllm:kv_cache_usage_perc{job="x"})')
+    # A counter's raw cumulative value, as a scrape reads it (the charts take its increase).
+    assert qs["preemptions"].expr.startswith('sum by (pod)(vllm:num_preemptions_total{job="x"})')
+    assert "increase" not in qs["preemptions"].expr
+    assert series_queries((), "")[0].expr.startswith("avg(vllm:kv_cache_usage_perc)")
+
+
+def test_series_answers_become_server_metrics_lines_per_replica_and_time() -> None:
+    qs = [
+        PromQuery("kv_cache_usage_ratio", "gauge", "k", True),
+        PromQuery("preemptions", "counter", "p", True),
+    ]
+    kv = {
+        "resultType": "matrix",
+        "result": [
+            {"metric": {"pod": "a"}, "values": [[10, "0.5"], [11, "0.9"]]},
+            {"metric": {"pod": "b"}, "values": [[10, "0.1"], [11, "NaN"]]},
+            {"metric": {}, "values": [[10, "0.3"]]},
+        ],
+    }
+    pre = {"resultType": "matrix", "result": [{"metric": {"pod": "a"}, "values": [[11, "2"]]}]}
+    lines = series_points(qs, [kv, pre], "pod")
+    assert [(x["t"], x["target"]) for x in lines] == [
+        (10.0, "pod=a"), (10.0, "pod=b"), (10.0, "prometheus"), (11.0, "pod=a"),
+    ]  # fmt: skip
+    assert lines[3]["scalars"] == {"kv_cache_usage_ratio": 0.9, "preemptions": 2.0}
+    assert all(x["ok"] and x["source"] == "prometheus" for x in lines)
+    # A failed query leaves its quantity missing; nothing at all gives no line.
+    assert series_points(qs, [None, pre], "pod") == [
+        {"t": 11.0, "target": "pod=a", "ok": True, "source": "prometheus", "scalars": {"preemptions": 2.0}}
+    ]
+    assert series_points(qs, [None, None], "") == []
 
 
 def test_range_steps_and_freshness() -> None:

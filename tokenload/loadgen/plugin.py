@@ -390,6 +390,7 @@ class RunContext:
         self.flush()
         self.stop_scraper()
         assert self.writer is not None
+        self._write_prometheus_series()
         rows = self.rows()
         run_summary, llm_stats = self._results(rows)
         opts = self.environment.parsed_options
@@ -413,8 +414,18 @@ class RunContext:
         self.open_run_dir()
         self.flush()
         assert self.writer is not None
+        self._write_prometheus_series()
         self.writer.results(*self._results(self.rows()))
         self.results_written_at = time.time()
+
+    def _write_prometheus_series(self) -> None:
+        """A ``--prometheus-url`` run's ``server_metrics.jsonl``: the run's series read back from
+        Prometheus (nothing is scraped on that path), so that the report draws its charts."""
+        if self.prometheus is None or self.start_time is None or self.writer is None:
+            return
+        points = self.prometheus.series(self.start_time, self.end_time or time.time())
+        if points:
+            self.writer.write_server_series(points)
 
     def _results(self, rows: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, dict[str, Any]]:
         """summary.json's and llm_stats.json's contents as of now."""

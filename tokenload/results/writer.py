@@ -2,6 +2,8 @@
 
 * ``run.json`` (the options without secrets, the host) when the directory is opened;
 * ``requests.jsonl``, a batch at a time as records arrive (results/records_file.py);
+* ``server_metrics.jsonl``: the scraper's points as they come (servermetrics/scraper.py), or,
+  for a ``--prometheus-url`` run, the series read back from Prometheus before the results;
 * at the end: ``summary.json`` and ``steps.csv`` (when the run had steps), ``llm_stats.json``
   (the whole run's LLM table and the server's figures), then ``report.md``, ``report.html`` and
   the parquet files (report/writer.py); and, when Locust was asked for ``--csv``, the LLM table
@@ -45,6 +47,14 @@ class RunWriter:
     @property
     def scrape_file(self) -> Path:
         return self.run_dir / "server_metrics.jsonl"
+
+    def write_server_series(self, points: list[dict[str, Any]]) -> None:
+        """``server_metrics.jsonl`` whole, from points read elsewhere than by scraping (a
+        ``--prometheus-url`` run's series); replaced, never appended to, each time."""
+        tmp = self.scrape_file.with_suffix(".jsonl.tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.writelines(json.dumps(p, separators=(",", ":")) + "\n" for p in points)
+        tmp.replace(self.scrape_file)
 
     def write_records(self, batch: list[dict[str, Any]]) -> None:
         self.records.write(batch)

@@ -32,6 +32,8 @@ from tokenload.servermetrics.promql import (
     gauge_step_s,
     live_queries,
     live_row,
+    series_points,
+    series_queries,
     summarize_answers,
     summarize_by,
     window_queries,
@@ -237,6 +239,15 @@ class PrometheusSource:
             if fresh and sum(self.failures.values()) == failed_before:
                 self._replica_cache[key] = cached
         return copy.deepcopy(cached) if len(cached) >= 2 else None
+
+    def series(self, t0: float, t1: float) -> list[dict[str, Any]]:
+        """The server's time series over ``[t0, t1]`` as ``server_metrics.jsonl`` lines (each
+        replica's by ``replica_label``), for the report's charts: a sample every
+        ``resolution_s`` (coarser for a long run). What a failed query would have given is
+        missing; its failure is counted as the steps' are."""
+        queries = series_queries(self.selector, self.replica_label)
+        answers = gevent.pool.Pool(self._concurrency).map(lambda q: self._ask(q, t0, t1), queries)
+        return series_points(queries, answers, self.replica_label)
 
     def live(self, now: float, since: float) -> dict[str, Any]:
         """The server's figures at ``now`` for the live page (tokenload.web.live's server row):

@@ -36,6 +36,7 @@ from tokenload.servermetrics.vocabulary import CANONICAL, FAMILY_INDEX, Quantity
 from tokenload.servermetrics.window import gauge_summary, histogram_summary
 
 __all__ = [
+    "FLEET_TARGET",
     "MAX_RANGE_POINTS",
     "PromQLError",
     "PromQuery",
@@ -45,6 +46,8 @@ __all__ = [
     "live_queries",
     "live_row",
     "parse_selector",
+    "series_points",
+    "series_queries",
     "summarize_answers",
     "summarize_by",
     "window_queries",
@@ -239,6 +242,55 @@ def live_row(answers: Mapping[str, Mapping[str, Any] | None]) -> dict[str, Any]:
     values = [v for x in (per or {}).get("result") or () if (v := _number(x["value"][1])) is not None]
     row["kv_cache_usage_ratio_fullest"] = max(values) if len(values) >= 2 else None
     return row
+
+
+#: Where a series of :func:`series_queries` lacks the replica label (or none is given), it is
+#: the fleet's, under this target name.
+FLEET_TARGET = "prometheus"
+
+
+def series_queries(selector: tuple[str, ...], by: str = "") -> list[PromQuery]:
+    """The run's server time series (the report's charts, ``server_metrics.jsonl`` of a
+    ``--prometheus-url`` run): one ``query_range`` per canonical gauge and counter, per value of
+    ``by`` (each replica's own series), counters as their raw cumulative values (what a scrape
+    reads). Histograms are left out: their buckets are a query each."""
+    grp = f" by ({by})" if by else ""
+    out: list[PromQuery] = []
+    for q in CANONICAL.values():
+        alts = _alternatives(q)
+        if not alts or q.kind == "histogram":
+            continue
+        agg = "avg" if q.name.endswith("_ratio") else "sum"
+        suffix = "_total" if q.kind == "counter" else ""
+        exprs = [f"{agg}{grp}({_series(f + suffix, selector, lab)})" for f, lab in alts]
+        part: Part = "counter" if q.kind == "counter" else "gauge"
+        out.append(PromQuery(q.name, part, _first_of(exprs, False), range=True))
+    return out
+
+
+def series_points(
+    queries: list[PromQuery], answers: list[Mapping[str, Any] | None], by: str = ""
+) -> list[dict[str, Any]]:
+    """The answers to :func:`series_queries` as ``server_metrics.jsonl`` lines, one per sample
+    time and replica (target ``by=value``, or :data:`FLEET_TARGET`): ``{"t", "target", "ok",
+    "source": "prometheus", "scalars"}``, in time order."""
+    rows: dict[tuple[float, str], dict[str, float]] = {}
+    for q, data in zip(queries, answers, strict=True):
+        if not data or data.get("resultType") != "matrix":
+            continue
+        for item in data.get("result") or ():
+            if not isinstance(item, dict):
+                continue
+            value = item.get("metric", {}).get(by) if by else None
+            target = f"{by}={value}" if isinstance(value, str) else FLEET_TARGET
+            for t, v in item.get("values") or ():
+                x = _number(v)
+                if x is not None and not math.isinf(x):
+                    rows.setdefault((float(t), target), {})[q.quantity] = x
+    return [
+        {"t": t, "target": target, "ok": True, "source": "prometheus", "scalars": scalars}
+        for (t, target), scalars in sorted(rows.items())
+    ]
 
 
 def gauge_step_s(t0: float, t1: float, resolution_s: float) -> float:
