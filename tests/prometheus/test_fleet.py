@@ -77,6 +77,12 @@ def test_an_overloaded_replica_behind_prometheus_is_named_an_imbalance(
             jobs = by_job.replicas(top["measure_start"], top["end"])
             fleet_only = PrometheusSource(prom.url, ('namespace="tokenload-test"',), replica_label="")
             assert fleet_only.replicas(top["measure_start"], top["end"]) is None
+            ungrouped = fleet_only.window(top["measure_start"], top["end"])
+            # Each replica's figures come from the fleet's answers: no query more.
+            src = PrometheusSource(prom.url, ('namespace="tokenload-test"',))
+            src.window(top["measure_start"], top["end"])
+            asked = src.queries
+            assert src.replicas(top["measure_start"], top["end"]) is not None and src.queries == asked
         finally:
             prom.stop()
     # The live page: its server series from Prometheus, the fullest replica's KV usage above the
@@ -117,6 +123,14 @@ def test_an_overloaded_replica_behind_prometheus_is_named_an_imbalance(
     assert tokens[heavy] > 1.5 * tokens[light], tokens
     fleet = top["server"]["generation_tokens"]["increase"]
     assert tokens[heavy] + tokens[light] == pytest.approx(fleet, rel=1e-6)
+    # The fleet's figures are the replicas' added up (one set of grouped queries), and equal
+    # those of the queries without grouping.
+    for key in ("generation_tokens", "prompt_tokens", "preemptions"):
+        assert top["server"][key]["increase"] == pytest.approx(ungrouped[key]["increase"], rel=1e-6, abs=1e-9)
+    for key in ("requests_running", "requests_waiting", "kv_cache_usage_ratio"):
+        assert top["server"][key]["mean"] == pytest.approx(ungrouped[key]["mean"], rel=1e-6), key
+    assert top["server"]["ttft_ms"]["count"] == pytest.approx(ungrouped["ttft_ms"]["count"], rel=1e-6)
+    assert top["server"]["ttft_ms"]["p50"] == pytest.approx(ungrouped["ttft_ms"]["p50"], rel=1e-6)
     verdict = top["verdict"]
     assert verdict["bottleneck"] == "imbalance", verdict["evidence"]
     assert verdict["imbalance"]["with_room"] == [light]

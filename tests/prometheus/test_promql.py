@@ -14,6 +14,7 @@ from tokenload.servermetrics.promql import (
     PromQLError,
     PromQuery,
     check_prometheus_url,
+    fleet_answer,
     freshness_query,
     gauge_step_s,
     live_queries,
@@ -228,6 +229,46 @@ def test_series_answers_become_server_metrics_lines_per_replica_and_time() -> No
         {"t": 11.0, "target": "pod=a", "ok": True, "source": "prometheus", "scalars": {"preemptions": 2.0}}
     ]
     assert series_points(qs, [None, None], "") == []
+
+
+def test_the_fleets_answer_adds_up_the_replicas_answers() -> None:
+    """A replica's figures and the fleet's come from one set of grouped queries: the fleet's
+    answer is the replicas' added up, as the query without ``by`` would have given it."""
+    matrix = {
+        "resultType": "matrix",
+        "result": [
+            {"metric": {"pod": "a"}, "values": [[0, "4"], [2, "6"]]},
+            {"metric": {"pod": "b"}, "values": [[0, "1"], [2, "NaN"], [4, "3"]]},
+            {"metric": {}, "values": [[0, "2"]]},  # a series without the label is the fleet's too
+        ],
+    }
+    running = fleet_answer(PromQuery("requests_running", "gauge", "g", True), matrix)
+    assert running == {
+        "resultType": "matrix",
+        "result": [{"metric": {}, "values": [[0.0, "7.0"], [2.0, "6.0"], [4.0, "3.0"]]}],
+    }
+    kv = fleet_answer(PromQuery("kv_cache_usage_ratio", "gauge", "k", True), matrix)
+    assert [float(v) for _, v in kv["result"][0]["values"]] == [
+        7 / 3,
+        6.0,
+        3.0,
+    ]  # a mean of the replicas present
+    counter = fleet_answer(
+        PromQuery("preemptions", "counter", "c"), _vector(({"pod": "a"}, "7"), ({"pod": "b"}, "2.5"))
+    )
+    assert float(counter["result"][0]["value"][1]) == 9.5 and counter["result"][0]["metric"] == {}
+    buckets = fleet_answer(
+        PromQuery("ttft_s", "buckets", "b"),
+        _vector(({"pod": "a", "le": "0.5"}, "1"), ({"pod": "a", "le": "+Inf"}, "2"),
+                ({"pod": "b", "le": "0.5"}, "3"), ({"pod": "b", "le": "+Inf"}, "3")),
+    )  # fmt: skip
+    assert {x["metric"]["le"]: float(x["value"][1]) for x in buckets["result"]} == {"0.5": 4.0, "+Inf": 5.0}
+    qs = [PromQuery("ttft_s", "buckets", "b"), PromQuery("ttft_s", "sum", "s")]
+    sums = _vector(({"pod": "a"}, "1.5"), ({"pod": "b"}, "0.3"))
+    fleet = summarize_answers(qs, [buckets, fleet_answer(qs[1], sums)], 0.0, 4.0)
+    assert fleet["ttft_ms"]["count"] == 5 and fleet["ttft_ms"]["mean"] == pytest.approx(360.0)
+    assert fleet_answer(qs[0], None) is None
+    assert fleet_answer(qs[0], _vector()) == {"resultType": "vector", "result": []}
 
 
 def test_range_steps_and_freshness() -> None:

@@ -28,6 +28,7 @@ from geventhttpclient import HTTPClient
 from tokenload.servermetrics.promql import (
     PromQuery,
     check_prometheus_url,
+    fleet_answer,
     freshness_query,
     gauge_step_s,
     live_queries,
@@ -78,8 +79,8 @@ class PrometheusSource:
         self.live_failures: dict[str, int] = {}
         self._warned: set[str] = set()
         self._resting_until = 0.0
-        self._cache: dict[tuple[float, float], dict[str, Any]] = {}
-        self._replica_cache: dict[tuple[float, float], dict[str, dict[str, Any]]] = {}
+        #: Settled windows: (the fleet's figures, each replica's).
+        self._cache: dict[tuple[float, float], tuple[dict[str, Any], dict[str, dict[str, Any]]]] = {}
         self._path = urlsplit(self.url).path
         self._concurrency = concurrency
         self._client = HTTPClient.from_url(
@@ -201,44 +202,42 @@ class PrometheusSource:
         page recomputes finished steps)."""
         key = (round(t0, 3), round(t1, 3))
         cached = self._cache.get(key)
-        if cached is not None:
-            return copy.deepcopy(cached)
-        # A window that ends now is a step in progress (the live page's summary): no waiting.
-        fresh = t1 < self.clock() - 0.05 and self._wait_fresh(t1)
-        queries = window_queries(self.selector, t0, t1)
-        failed_before = sum(self.failures.values())
-        answers = gevent.pool.Pool(self._concurrency).map(lambda q: self._ask(q, t0, t1), queries)
-        failed = sum(self.failures.values()) - failed_before
-        out: dict[str, Any] = {"source": "prometheus", "queries": len(queries), "failed_queries": failed}
-        figures = summarize_answers(queries, answers, t0, t1)
-        if not figures and not failed:
-            self._fail(
-                "no_match",
-                f"no vLLM/SGLang series match {{{','.join(self.selector)}}} between {t0:.0f} and {t1:.0f}",
-            )
-        out.update(figures)
-        if fresh and not failed:
-            self._cache[key] = copy.deepcopy(out)
-        return out
+        if cached is None:
+            # A window that ends now is a step in progress (the live page's summary): no waiting.
+            fresh = t1 < self.clock() - 0.05 and self._wait_fresh(t1)
+            cached = self._figures(t0, t1, keep=fresh)
+            if len(cached[0]) == 3 and not cached[0]["failed_queries"]:  # no figure, no failure
+                sel = ",".join(self.selector)
+                self._fail("no_match", f"no vLLM/SGLang series match {{{sel}}} between {t0:.0f} and {t1:.0f}")
+        return copy.deepcopy(cached[0])
 
     def replicas(self, t0: float, t1: float) -> dict[str, dict[str, Any]] | None:
         """Each replica's own figures over ``[t0, t1]`` (as :meth:`window` gives the fleet's),
         keyed ``label=value`` by ``replica_label`` (``instance``: a scrape target), when at least
         two replicas had series in the window; None otherwise, or when ``replica_label`` is empty.
-        The same queries as the fleet's, grouped by that label; failures are counted as theirs."""
+        From the same answers as the fleet's (asked once, grouped by that label)."""
         if not self.replica_label:
             return None
         key = (round(t0, 3), round(t1, 3))
-        cached = self._replica_cache.get(key)
-        if cached is None:
-            fresh = t1 < self.clock() - 0.05 and key in self._cache  # window() waited for it
-            queries = window_queries(self.selector, t0, t1, by=self.replica_label)
-            failed_before = sum(self.failures.values())
-            answers = gevent.pool.Pool(self._concurrency).map(lambda q: self._ask(q, t0, t1), queries)
-            cached = summarize_by(queries, answers, t0, t1, self.replica_label)
-            if fresh and sum(self.failures.values()) == failed_before:
-                self._replica_cache[key] = cached
-        return copy.deepcopy(cached) if len(cached) >= 2 else None
+        cached = self._cache.get(key) or self._figures(t0, t1, keep=False)
+        return copy.deepcopy(cached[1]) if len(cached[1]) >= 2 else None
+
+    def _figures(self, t0: float, t1: float, keep: bool) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+        """The fleet's figures (``window``'s answer) and each replica's, from one set of queries:
+        grouped by ``replica_label`` when there is one (the fleet's answer then adds the
+        replicas' up, :func:`fleet_answer`). Kept when ``keep`` and nothing failed."""
+        by = self.replica_label
+        queries = window_queries(self.selector, t0, t1, by=by)
+        failed_before = sum(self.failures.values())
+        answers = gevent.pool.Pool(self._concurrency).map(lambda q: self._ask(q, t0, t1), queries)
+        failed = sum(self.failures.values()) - failed_before
+        out: dict[str, Any] = {"source": "prometheus", "queries": len(queries), "failed_queries": failed}
+        fleet = [fleet_answer(q, a) for q, a in zip(queries, answers, strict=True)] if by else answers
+        out.update(summarize_answers(queries, fleet, t0, t1))
+        result = (out, summarize_by(queries, answers, t0, t1, by) if by else {})
+        if keep and not failed:
+            self._cache[(round(t0, 3), round(t1, 3))] = copy.deepcopy(result)
+        return result
 
     def series(self, t0: float, t1: float) -> list[dict[str, Any]]:
         """The server's time series over ``[t0, t1]`` as ``server_metrics.jsonl`` lines (each

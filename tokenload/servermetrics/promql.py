@@ -41,6 +41,7 @@ __all__ = [
     "PromQLError",
     "PromQuery",
     "check_prometheus_url",
+    "fleet_answer",
     "freshness_query",
     "gauge_step_s",
     "live_queries",
@@ -412,6 +413,38 @@ def summarize_by(
         if figures:
             out[f"{by}={value}"] = figures
     return out
+
+
+def fleet_answer(query: PromQuery, data: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """An answer to a query of :func:`window_queries` with ``by`` as the fleet's (the answer
+    without ``by``): every replica's series added up (``_ratio`` gauges averaged over the
+    replicas that have a sample at that time), per ``le`` for buckets. A replica's figures and
+    the fleet's then come from one set of queries; series without the label count too."""
+    if not data or not isinstance(data.get("result"), list):
+        return data
+    items = [x for x in data["result"] if isinstance(x, dict)]
+    if data.get("resultType") == "matrix":
+        acc: dict[float, list[float]] = {}
+        for item in items:
+            for t, v in item.get("values") or ():
+                x = _number(v)
+                if x is not None:
+                    acc.setdefault(float(t), []).append(x)
+        mean = query.quantity.endswith("_ratio")
+        values = [[t, repr(sum(xs) / len(xs) if mean else sum(xs))] for t, xs in sorted(acc.items())]
+        return {"resultType": "matrix", "result": [{"metric": {}, "values": values}] if values else []}
+    if data.get("resultType") != "vector":
+        return data
+    sums: dict[str | None, float] = {}
+    for item in items:
+        x = _number(item["value"][1]) if len(item.get("value") or ()) == 2 else None
+        if x is not None:
+            le = item.get("metric", {}).get("le") if query.part == "buckets" else None
+            sums[le] = sums.get(le, 0.0) + x
+    result = [
+        {"metric": {"le": le} if le is not None else {}, "value": [0, repr(v)]} for le, v in sums.items()
+    ]
+    return {"resultType": "vector", "result": result}
 
 
 def _only(data: Mapping[str, Any] | None, by: str, value: str) -> Mapping[str, Any] | None:
