@@ -137,7 +137,8 @@ class LiveSeries(GreenletTask):
         self.client = Ring(CLIENT_FIELDS, capacity)
         self.server = Ring(SERVER_FIELDS, capacity)
         self._snaps: list[_Snap] = []
-        self._last_scrape_t = -math.inf
+        self._last_scrape_t = -math.inf  # the newest scrape point read
+        self._last_prometheus_t = -math.inf  # when Prometheus was last asked
         self._counter_last: dict[tuple[str, str], float] = {}
         self._counter_anchor: dict[tuple[str, str], tuple[float, float]] = {}
         self._counter_increase: dict[tuple[str, str], float] = {}
@@ -236,11 +237,11 @@ class LiveSeries(GreenletTask):
         """Ask Prometheus in a greenlet of its own (one at a time), so that a slow one delays
         only the server's points, never the client's."""
         prometheus = self.ctx.prometheus
-        if prometheus is None or now - self._last_scrape_t < PROMETHEUS_EVERY_S:
+        if prometheus is None or now - self._last_prometheus_t < PROMETHEUS_EVERY_S:
             return
         if self._prometheus_job is not None and not self._prometheus_job.dead:
             return
-        self._last_scrape_t = now
+        self._last_prometheus_t = now
 
         def ask() -> None:
             row = prometheus.live(now, self.ctx.start_time or now)
