@@ -14,17 +14,19 @@ from tokenload.servermetrics.promql import (
     PromQLError,
     PromQuery,
     check_prometheus_url,
-    fleet_answer,
     freshness_query,
     gauge_step_s,
     live_queries,
-    live_row,
     parse_selector,
-    series_points,
     series_queries,
+    window_queries,
+)
+from tokenload.servermetrics.promql_answers import (
+    fleet_answers,
+    live_row,
+    series_points,
     summarize_answers,
     summarize_by,
-    window_queries,
 )
 from tokenload.servermetrics.vocabulary import CANONICAL
 
@@ -242,33 +244,59 @@ def test_the_fleets_answer_adds_up_the_replicas_answers() -> None:
             {"metric": {}, "values": [[0, "2"]]},  # a series without the label is the fleet's too
         ],
     }
-    running = fleet_answer(PromQuery("requests_running", "gauge", "g", True), matrix)
+    qs = [
+        PromQuery("requests_running", "gauge", "g", True),
+        PromQuery("kv_cache_usage_ratio", "gauge", "k", True),
+        PromQuery("preemptions", "counter", "c"),
+        PromQuery("ttft_s", "buckets", "b"),
+        PromQuery("ttft_s", "sum", "s"),
+    ]
+    buckets = _vector(
+        ({"pod": "a", "le": "0.5"}, "1"), ({"pod": "a", "le": "+Inf"}, "2"),
+        ({"pod": "b", "le": "0.5"}, "3"), ({"pod": "b", "le": "+Inf"}, "3"),
+    )  # fmt: skip
+    answers = [
+        matrix,
+        matrix,
+        _vector(({"pod": "a"}, "7"), ({"pod": "b"}, "2.5")),
+        buckets,
+        _vector(({"pod": "a"}, "1.5"), ({"pod": "b"}, "0.3")),
+    ]
+    running, kv, counter, merged, _ = fleet_answers(qs, answers, "pod")
     assert running == {
         "resultType": "matrix",
         "result": [{"metric": {}, "values": [[0.0, "7.0"], [2.0, "6.0"], [4.0, "3.0"]]}],
     }
-    kv = fleet_answer(PromQuery("kv_cache_usage_ratio", "gauge", "k", True), matrix)
     assert [float(v) for _, v in kv["result"][0]["values"]] == [
         7 / 3,
         6.0,
         3.0,
     ]  # a mean of the replicas present
-    counter = fleet_answer(
-        PromQuery("preemptions", "counter", "c"), _vector(({"pod": "a"}, "7"), ({"pod": "b"}, "2.5"))
-    )
     assert float(counter["result"][0]["value"][1]) == 9.5 and counter["result"][0]["metric"] == {}
-    buckets = fleet_answer(
-        PromQuery("ttft_s", "buckets", "b"),
-        _vector(({"pod": "a", "le": "0.5"}, "1"), ({"pod": "a", "le": "+Inf"}, "2"),
-                ({"pod": "b", "le": "0.5"}, "3"), ({"pod": "b", "le": "+Inf"}, "3")),
-    )  # fmt: skip
-    assert {x["metric"]["le"]: float(x["value"][1]) for x in buckets["result"]} == {"0.5": 4.0, "+Inf": 5.0}
-    qs = [PromQuery("ttft_s", "buckets", "b"), PromQuery("ttft_s", "sum", "s")]
-    sums = _vector(({"pod": "a"}, "1.5"), ({"pod": "b"}, "0.3"))
-    fleet = summarize_answers(qs, [buckets, fleet_answer(qs[1], sums)], 0.0, 4.0)
+    assert {x["metric"]["le"]: float(x["value"][1]) for x in merged["result"]} == {"0.5": 4.0, "+Inf": 5.0}
+    fleet = summarize_answers(qs, fleet_answers(qs, answers, "pod"), 0.0, 4.0)
     assert fleet["ttft_ms"]["count"] == 5 and fleet["ttft_ms"]["mean"] == pytest.approx(360.0)
-    assert fleet_answer(qs[0], None) is None
-    assert fleet_answer(qs[0], _vector()) == {"resultType": "vector", "result": []}
+    assert fleet["preemptions"]["increase"] == 9.5
+    assert fleet_answers(qs, [None] * 5, "pod") == [None] * 5
+
+
+def test_replicas_with_other_bucket_bounds_are_not_added_into_the_fleets_histogram() -> None:
+    """Two server generations (or a rolling upgrade) in one fleet: buckets with other bounds
+    cannot be added per le; the fleet's histogram keeps the replicas with the commonest bounds,
+    its sum too, as direct scraping keeps one layout."""
+    qs = [PromQuery("ttft_s", "buckets", "b"), PromQuery("ttft_s", "sum", "s")]
+    buckets = _vector(
+        ({"pod": "a", "le": "0.1"}, "0"), ({"pod": "a", "le": "1"}, "10"), ({"pod": "a", "le": "+Inf"}, "10"),
+        ({"pod": "b", "le": "0.5"}, "90"), ({"pod": "b", "le": "+Inf"}, "90"),
+        ({"pod": "c", "le": "0.5"}, "10"), ({"pod": "c", "le": "+Inf"}, "10"),
+    )  # fmt: skip
+    sums = _vector(({"pod": "a"}, "8.0"), ({"pod": "b"}, "27.0"), ({"pod": "c"}, "3.0"))
+    fleet = summarize_answers(qs, fleet_answers(qs, [buckets, sums], "pod"), 0.0, 10.0)["ttft_ms"]
+    assert fleet["count"] == 100 and fleet["mean"] == pytest.approx(300.0)  # b and c: 30 s / 100
+    assert fleet["p95"] <= 500.0
+    # Each replica keeps its own.
+    own = summarize_by(qs, [buckets, sums], 0.0, 10.0, "pod")
+    assert own["pod=a"]["ttft_ms"]["count"] == 10 and own["pod=b"]["ttft_ms"]["count"] == 90
 
 
 def test_range_steps_and_freshness() -> None:

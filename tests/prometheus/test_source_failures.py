@@ -76,3 +76,31 @@ def test_garbage_is_a_bad_answer(garbage_port: int, caplog: pytest.LogCaptureFix
     assert source.failures == {"bad_answer": 2 * (out["queries"] + 1)}  # + each freshness query
     [warning] = _warnings(caplog)
     assert "not JSON" in warning
+
+
+def test_each_replicas_figures_reuse_the_windows_answers_even_when_not_kept(closed_port: int) -> None:
+    """A window that was not kept (a failure here; a step in progress, a freshness wait that ran
+    out) is not asked again for its replicas: the same answers, the failures counted once."""
+    source = PrometheusSource(f"http://127.0.0.1:{closed_port}", backoff_s=300)
+    out = source.window(100.0, 110.0)
+    failures, queries = dict(source.failures), source.queries
+    assert out["failed_queries"] == out["queries"] > 20
+    assert source.replicas(100.0, 110.0) is None
+    assert source.failures == failures and source.queries == queries
+    # Another window is asked (and, Prometheus resting, skipped).
+    source.replicas(110.0, 120.0)
+    assert source.failures["skipped"] > failures["skipped"]
+
+
+def test_the_reports_series_failing_never_make_the_steps_rest(
+    silent_port: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    source = PrometheusSource(f"http://127.0.0.1:{silent_port}", timeout_s=0.3, backoff_s=300)
+    with caplog.at_level(logging.WARNING):
+        assert source.series(100.0, 110.0) == []
+        assert source.failures == {}  # the steps' tally is untouched ...
+        assert source.series_failures["timeout"] >= 1 and source.series_failures.get("skipped", 0) >= 1
+        asked = source.queries
+        source.probe()  # ... and the steps' queries are not resting: this one is sent
+        assert source.queries == asked + 1 and source.failures == {"timeout": 1}
+    assert any("report's server charts" in m for m in _warnings(caplog))

@@ -9,7 +9,13 @@ import re
 import pytest
 
 from tokenload.report.capacity import parse_slo
-from tokenload.report.charts import CHART_KEYS, build_charts, cumulative_increase, server_series
+from tokenload.report.charts import (
+    CHART_KEYS,
+    build_charts,
+    cumulative_increase,
+    fleet_increase,
+    server_series,
+)
 from tokenload.report.svg import Chart, HLine, Scale, Series, linear_ticks, log_ticks, render_chart
 
 
@@ -120,6 +126,21 @@ def test_build_charts_has_every_chart_with_data_the_knee_and_shaded_steps() -> N
     assert bands[1].measured and not bands[0].measured
     html = render_chart(by["throughput"])
     assert 'class="knee"' in html and re.search(r'data-points="3"', html)
+
+
+def test_a_fleets_counter_rises_by_each_replicas_own_increase() -> None:
+    """A replica that vanishes (or restarts) is not the fleet's counter restarting: each
+    target's increase is its own, then added up."""
+
+    def pt(t: float, target: str, v: float) -> dict:
+        return {"t": t, "target": target, "ok": True, "scalars": {"preemptions": v}}
+
+    pts = [pt(0, "a", 100), pt(0, "b", 5), pt(1, "a", 100), pt(1, "b", 7), pt(2, "a", 103), pt(3, "a", 104)]
+    pts += [pt(3, "c", 50), pt(4, "a", 1), pt(4, "c", 52)]  # c appears at 3; a restarts at 4
+    assert fleet_increase(pts, "preemptions") == [(0, 0.0), (1, 2.0), (2, 5.0), (3, 6.0), (4, 9.0)]
+    # Added up first, the same points read b's end as a fleet-wide restart (+ the whole 103).
+    assert cumulative_increase(server_series(pts, "preemptions"))[2] == (2, 105.0)
+    assert fleet_increase([], "preemptions") == []
 
 
 def test_server_series_and_counters() -> None:

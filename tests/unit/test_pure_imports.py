@@ -39,6 +39,8 @@ PURE = [
     "tokenload.results.run_inputs",
     "tokenload.results.summary",
     "tokenload.servermetrics.parse",
+    "tokenload.servermetrics.promql",
+    "tokenload.servermetrics.promql_answers",
     "tokenload.servermetrics.summary",
     "tokenload.servermetrics.vocabulary",
     "tokenload.servermetrics.window",

@@ -390,9 +390,9 @@ class RunContext:
         self.flush()
         self.stop_scraper()
         assert self.writer is not None
-        self._write_prometheus_series()
         rows = self.rows()
         run_summary, llm_stats = self._results(rows)
+        self._write_prometheus_series(llm_stats)
         opts = self.environment.parsed_options
         self.writer.finish(run_summary, llm_stats, rows, csv_prefix=getattr(opts, "csv_prefix", None))
         if not self.stats.empty:
@@ -414,18 +414,23 @@ class RunContext:
         self.open_run_dir()
         self.flush()
         assert self.writer is not None
-        self._write_prometheus_series()
-        self.writer.results(*self._results(self.rows()))
+        run_summary, llm_stats = self._results(self.rows())
+        self._write_prometheus_series(llm_stats)
+        self.writer.results(run_summary, llm_stats)
         self.results_written_at = time.time()
 
-    def _write_prometheus_series(self) -> None:
+    def _write_prometheus_series(self, llm_stats: dict[str, Any]) -> None:
         """A ``--prometheus-url`` run's ``server_metrics.jsonl``: the run's series read back from
-        Prometheus (nothing is scraped on that path), so that the report draws its charts."""
+        Prometheus (nothing is scraped on that path), so that the report draws its charts. After
+        the steps' figures (whose queries waited until Prometheus held the run's end), before
+        the reports; the series' failed queries go to ``llm_stats["server"]``."""
         if self.prometheus is None or self.start_time is None or self.writer is None:
             return
         points = self.prometheus.series(self.start_time, self.end_time or time.time())
         if points:
             self.writer.write_server_series(points)
+        if self.prometheus.series_failures and isinstance(llm_stats.get("server"), dict):
+            llm_stats["server"]["series_query_failures"] = dict(self.prometheus.series_failures)
 
     def _results(self, rows: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, dict[str, Any]]:
         """summary.json's and llm_stats.json's contents as of now."""

@@ -11,7 +11,7 @@ from tokenload.report.svg import Band, Chart, HLine, Series, VMark
 from tokenload.report.tables import load_label
 from tokenload.servermetrics.summary import tick_series
 
-__all__ = ["CHART_KEYS", "build_charts", "cumulative_increase", "server_series"]
+__all__ = ["CHART_KEYS", "build_charts", "cumulative_increase", "fleet_increase", "server_series"]
 
 CHART_KEYS = (
     "throughput",
@@ -60,6 +60,25 @@ def cumulative_increase(series: list[tuple[float, float]]) -> list[tuple[float, 
             total += v - prev if v >= prev else v
         out.append((t, total))
         prev = v
+    return out
+
+
+def fleet_increase(points: list[dict[str, Any]], quantity: str) -> list[tuple[float, float]]:
+    """A counter's increase since the first scrape, summed over the targets: each target's own
+    (its drop is its restart), so that a replica that goes or comes does not read as the whole
+    fleet's counter restarting. One value per tick any target was scraped in; a target adds its
+    latest increase (0 before its first scrape)."""
+    targets = sorted({str(p.get("target", "")) for p in points if p.get("ok")})
+    own = [cumulative_increase(server_series(points, quantity, t)) for t in targets]
+    ticks = sorted({t for series in own for t, _ in series})
+    out: list[tuple[float, float]] = []
+    pos, last = [0] * len(own), [0.0] * len(own)
+    for tick in ticks:
+        for i, series in enumerate(own):
+            while pos[i] < len(series) and series[pos[i]][0] <= tick:
+                last[i] = series[pos[i]][1]
+                pos[i] += 1
+        out.append((tick, sum(last)))
     return out
 
 
@@ -220,7 +239,7 @@ def build_charts(
             title="Preemptions over time (cumulative)",
             x_label="seconds since start",
             y_label="preemptions since start",
-            series=(Series("preemptions", rel(cumulative_increase(server_series(points, "preemptions")))),),
+            series=(Series("preemptions", rel(fleet_increase(points, "preemptions"))),),
             bands=bands,
             log_y=False,
         )

@@ -18,7 +18,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlencode, urlsplit
 
 import gevent
@@ -28,16 +28,18 @@ from geventhttpclient import HTTPClient
 from tokenload.servermetrics.promql import (
     PromQuery,
     check_prometheus_url,
-    fleet_answer,
     freshness_query,
     gauge_step_s,
     live_queries,
+    series_queries,
+    window_queries,
+)
+from tokenload.servermetrics.promql_answers import (
+    fleet_answers,
     live_row,
     series_points,
-    series_queries,
     summarize_answers,
     summarize_by,
-    window_queries,
 )
 
 __all__ = ["PrometheusSource"]
@@ -46,6 +48,17 @@ log = logging.getLogger("tokenload.prometheus")
 
 #: The live page's queries give up sooner than the steps' (their point is simply missed).
 LIVE_TIMEOUT_S = 3.0
+
+#: A window's figures: the fleet's (``window``'s answer) and each replica's (``replicas``').
+_Figures = tuple[dict[str, Any], dict[str, dict[str, Any]]]
+
+#: Who asked a query: its failures are counted and warned about apart.
+Side = Literal["steps", "live", "series"]
+_MISSING = {
+    "steps": "those server figures are missing, the load goes on",
+    "live": "the live page's server charts miss a point",
+    "series": "the report's server charts miss those series",
+}
 
 
 class PrometheusSource:
@@ -73,14 +86,19 @@ class PrometheusSource:
         self.backoff_s = backoff_s
         self.clock = clock
         self.queries = 0
-        #: reason -> count: down, timeout, http_error, bad_answer, skipped
+        #: reason -> count: down, timeout, http_error, bad_answer, skipped (the steps' figures)
         self.failures: dict[str, int] = {}
         #: The live page's own failed queries (reason -> count), apart from the steps' figures.
         self.live_failures: dict[str, int] = {}
-        self._warned: set[str] = set()
-        self._resting_until = 0.0
+        #: The report's series' own failed queries (reason -> count), read at the end of a run.
+        self.series_failures: dict[str, int] = {}
+        self._tallies = {"steps": self.failures, "live": self.live_failures, "series": self.series_failures}
+        self._warned: set[tuple[str, str]] = set()
+        self._resting_until = {"steps": 0.0, "series": 0.0}
         #: Settled windows: (the fleet's figures, each replica's).
-        self._cache: dict[tuple[float, float], tuple[dict[str, Any], dict[str, dict[str, Any]]]] = {}
+        self._cache: dict[tuple[float, float], _Figures] = {}
+        #: The last window asked, kept or not (``replicas`` reads it after ``window``).
+        self._last: tuple[tuple[float, float] | None, _Figures | None] = (None, None)
         self._path = urlsplit(self.url).path
         self._concurrency = concurrency
         self._client = HTTPClient.from_url(
@@ -92,16 +110,16 @@ class PrometheusSource:
 
     # -- HTTP -----------------------------------------------------------------------------------
     def _get(
-        self, endpoint: str, params: Mapping[str, Any], *, live: bool = False
+        self, endpoint: str, params: Mapping[str, Any], *, side: Side = "steps"
     ) -> Mapping[str, Any] | None:
-        """The ``data`` of one API answer, or None (counted, warned about once per reason). The
-        live page's queries (``live``) have a shorter timeout and a tally of their own
-        (``live_failures``), and never make the step queries rest."""
-        fail = self._fail_live if live else self._fail
-        if not live and self.clock() < self._resting_until:
-            self._fail("skipped", f"resting {self.backoff_s:g} s after a connection failure")
-            return None
-        timeout_s = min(self.timeout_s, LIVE_TIMEOUT_S) if live else self.timeout_s
+        """The ``data`` of one API answer, or None (counted in ``side``'s tally, warned about once
+        per side and reason). The steps' figures, the live page's (``live``: a shorter timeout)
+        and the report's series (``series``) keep tallies of their own; after a connection
+        failure or a timeout the steps' and the series' queries rest ``backoff_s`` (each side on
+        its own; the series rest while the steps do too), the live page's never do."""
+        if side != "live" and self.clock() < max(self._resting_until["steps"], self._resting_until[side]):
+            return self._fail("skipped", f"resting {self.backoff_s:g} s after a connection failure", side)
+        timeout_s = min(self.timeout_s, LIVE_TIMEOUT_S) if side == "live" else self.timeout_s
         self.queries += 1
         uri = f"{self._path}/api/v1/{endpoint}?{urlencode(params)}"
         try:
@@ -112,52 +130,35 @@ class PrometheusSource:
                 finally:
                     resp.release()
         except TimeoutError:
-            if not live:
-                self._rest()
-            return fail("timeout", f"no complete answer within {timeout_s:g} s")
+            self._rest(side)
+            return self._fail("timeout", f"no complete answer within {timeout_s:g} s", side)
         except (OSError, ValueError) as exc:  # refused, reset, unresolvable, an HTTP parse error
-            if not live:
-                self._rest()
-            return fail("down", f"{type(exc).__name__}: {exc}"[:200])
+            self._rest(side)
+            return self._fail("down", f"{type(exc).__name__}: {exc}"[:200], side)
         try:
             answer = json.loads(body)
         except ValueError:
-            return fail("bad_answer", f"HTTP {status}, not JSON: {body[:80]!r}")
+            return self._fail("bad_answer", f"HTTP {status}, not JSON: {body[:80]!r}", side)
         if not isinstance(answer, dict):
-            return fail("bad_answer", f"HTTP {status}: not a JSON object")
+            return self._fail("bad_answer", f"HTTP {status}: not a JSON object", side)
         if status != 200 or answer.get("status") != "success":
             error = f"{answer.get('errorType', '')}: {answer.get('error', '')}".strip(": ")
-            return fail("http_error", f"HTTP {status} {error}"[:300])
+            return self._fail("http_error", f"HTTP {status} {error}"[:300], side)
         data = answer.get("data")
         if not isinstance(data, dict):
-            return fail("bad_answer", "no 'data' object in the answer")
+            return self._fail("bad_answer", "no 'data' object in the answer", side)
         return data
 
-    def _rest(self) -> None:
-        self._resting_until = self.clock() + self.backoff_s
+    def _rest(self, side: Side) -> None:
+        if side != "live":
+            self._resting_until[side] = self.clock() + self.backoff_s
 
-    def _fail_live(self, reason: str, error: str) -> None:
-        self.live_failures[reason] = self.live_failures.get(reason, 0) + 1
-        if "live " + reason not in self._warned:
-            self._warned.add("live " + reason)
-            log.warning(
-                "tokenload: Prometheus at %s: %s (%s); the live page's server charts miss a point",
-                self.url,
-                error,
-                reason,
-            )
-        return None
-
-    def _fail(self, reason: str, error: str) -> None:
-        self.failures[reason] = self.failures.get(reason, 0) + 1
-        if reason not in self._warned:
-            self._warned.add(reason)
-            log.warning(
-                "tokenload: Prometheus at %s: %s (%s); those server figures are missing, the load goes on",
-                self.url,
-                error,
-                reason,
-            )
+    def _fail(self, reason: str, error: str, side: Side = "steps") -> None:
+        tally = self._tallies[side]
+        tally[reason] = tally.get(reason, 0) + 1
+        if (side, reason) not in self._warned:
+            self._warned.add((side, reason))
+            log.warning("tokenload: Prometheus at %s: %s (%s); %s", self.url, error, reason, _MISSING[side])
         return None
 
     # -- what the run asks ------------------------------------------------------------------------
@@ -187,14 +188,15 @@ class PrometheusSource:
                 return False
             gevent.sleep(min(1.0, max(0.05, self.resolution_s / 2)))
 
-    def _ask(self, q: PromQuery, t0: float, t1: float) -> Mapping[str, Any] | None:
+    def _ask(self, q: PromQuery, t0: float, t1: float, side: Side = "steps") -> Mapping[str, Any] | None:
         if q.range:
             step = gauge_step_s(t0, t1, self.resolution_s)
             return self._get(
                 "query_range",
                 {"query": q.expr, "start": f"{t0:.3f}", "end": f"{t1:.3f}", "step": f"{step:.3f}"},
+                side=side,
             )
-        return self._get("query", {"query": q.expr, "time": f"{t1:.3f}"})
+        return self._get("query", {"query": q.expr, "time": f"{t1:.3f}"}, side=side)
 
     def window(self, t0: float, t1: float) -> dict[str, Any]:
         """Per canonical quantity over ``[t0, t1]`` (absent when nothing matched), with
@@ -219,33 +221,41 @@ class PrometheusSource:
         if not self.replica_label:
             return None
         key = (round(t0, 3), round(t1, 3))
-        cached = self._cache.get(key) or self._figures(t0, t1, keep=False)
+        cached = self._cache.get(key)
+        if cached is None:
+            # window() asked a moment ago without keeping the answers (a step in progress, a
+            # failure, a freshness wait that ran out): the same answers, not the queries again.
+            last_key, last = self._last
+            cached = last if last_key == key and last is not None else self._figures(t0, t1, keep=False)
         return copy.deepcopy(cached[1]) if len(cached[1]) >= 2 else None
 
-    def _figures(self, t0: float, t1: float, keep: bool) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    def _figures(self, t0: float, t1: float, keep: bool) -> _Figures:
         """The fleet's figures (``window``'s answer) and each replica's, from one set of queries:
         grouped by ``replica_label`` when there is one (the fleet's answer then adds the
-        replicas' up, :func:`fleet_answer`). Kept when ``keep`` and nothing failed."""
+        replicas' up, :func:`fleet_answers`). Kept when ``keep`` and nothing failed."""
         by = self.replica_label
         queries = window_queries(self.selector, t0, t1, by=by)
         failed_before = sum(self.failures.values())
         answers = gevent.pool.Pool(self._concurrency).map(lambda q: self._ask(q, t0, t1), queries)
         failed = sum(self.failures.values()) - failed_before
         out: dict[str, Any] = {"source": "prometheus", "queries": len(queries), "failed_queries": failed}
-        fleet = [fleet_answer(q, a) for q, a in zip(queries, answers, strict=True)] if by else answers
+        fleet = fleet_answers(queries, answers, by) if by else answers
         out.update(summarize_answers(queries, fleet, t0, t1))
         result = (out, summarize_by(queries, answers, t0, t1, by) if by else {})
+        key = (round(t0, 3), round(t1, 3))
+        self._last = (key, copy.deepcopy(result))
         if keep and not failed:
-            self._cache[(round(t0, 3), round(t1, 3))] = copy.deepcopy(result)
+            self._cache[key] = copy.deepcopy(result)
         return result
 
     def series(self, t0: float, t1: float) -> list[dict[str, Any]]:
         """The server's time series over ``[t0, t1]`` as ``server_metrics.jsonl`` lines (each
         replica's by ``replica_label``), for the report's charts: a sample every
         ``resolution_s`` (coarser for a long run). What a failed query would have given is
-        missing; its failure is counted as the steps' are."""
+        missing; its failure is counted in ``series_failures`` and never makes the steps'
+        queries rest."""
         queries = series_queries(self.selector, self.replica_label)
-        answers = gevent.pool.Pool(self._concurrency).map(lambda q: self._ask(q, t0, t1), queries)
+        answers = gevent.pool.Pool(self._concurrency).map(lambda q: self._ask(q, t0, t1, "series"), queries)
         return series_points(queries, answers, self.replica_label)
 
     def live(self, now: float, since: float) -> dict[str, Any]:
@@ -254,7 +264,7 @@ class PrometheusSource:
         queries = live_queries(self.selector, self.replica_label, max(1.0, now - since))
         keys = list(queries)
         answers = gevent.pool.Pool(self._concurrency).map(
-            lambda k: self._get("query", {"query": queries[k], "time": f"{now:.3f}"}, live=True), keys
+            lambda k: self._get("query", {"query": queries[k], "time": f"{now:.3f}"}, side="live"), keys
         )
         return live_row(dict(zip(keys, answers, strict=True)))
 
