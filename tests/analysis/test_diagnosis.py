@@ -193,6 +193,19 @@ def test_client_and_errors_come_first() -> None:
     assert "http_5xx" in v["evidence"][0]["rule"]
 
 
+def test_failures_that_burn_the_clients_cpu_are_errors_not_the_clients_limit() -> None:
+    """A target that refuses connections: every closed-loop user fails at once and tries again,
+    the client's CPU goes to that (client_bound), and the step is the failures' (helper's
+    walkthrough, 2026-12-05: a killed emulator's steps were judged `client`, "add workers")."""
+    storm = step(8, 0.0, failed=23_000, classes={"connect_error": 23_000}, flags=["client_bound"])
+    v = diagnose_steps([step(2, 100), storm])[1]
+    assert v["bottleneck"] == "errors" and v["decided_by"] == "failed share"
+    assert "connect_error" in v["evidence"][0]["rule"] and v["evidence"][1]["value"] == "client_bound"
+    # Timeouts a late reader causes itself stay the client's.
+    late = step(8, 50.0, failed=30, classes={"stall_timeout": 25, "http_5xx": 5}, flags=["client_bound"])
+    assert names([step(2, 100), late]) == ["none", "client"]
+
+
 def test_a_queue_growing_past_a_lagging_client_is_still_saturation() -> None:
     # The client fell behind (client_bound) yet the server's queue grew through the step: the
     # server could not keep up even with less than the asked load.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 from pathlib import Path
@@ -73,3 +74,27 @@ def test_connect_error(tmp_path: Path) -> None:
     records = read_records(run.run_dir)
     assert records and {r["failure_class"] for r in records} == {"connect_error"}
     assert "Traceback" not in run.output
+
+
+def test_a_target_that_refuses_connections_is_not_a_busy_loop_and_is_judged_errors(tmp_path: Path) -> None:
+    """Closed-loop users against a closed port (helper's walkthrough, 2026-12-05: two users sent
+    ~2,100 failing requests a second, the discovery warning printed ~10,000 times, the client's
+    CPU passed its limit and the step was judged `client`, "headroom"). Each user now waits
+    (0.05 s, doubling to 1 s) after a request that could not reach the target; the warning is
+    given once; the staircase's step is judged `errors`."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again below: nothing listens there
+    run = run_locust(
+        "locustfiles/chat.py,locustfiles/staircase.py", f"http://127.0.0.1:{port}", tmp_path / "run",
+        "--concurrency", "2", "--step-duration", "5", "--warmup", "1",
+    )  # fmt: skip
+    records = read_records(run.run_dir)
+    assert records and {r["failure_class"] for r in records} == {"connect_error"}
+    # Per user: 0.05 + 0.1 + 0.2 + 0.4 + 0.8 + 1 + 1 ... s of waiting in ~6 s: about 10 each.
+    assert len(records) <= 2 * 15, len(records)
+    assert run.output.count("model discovery failed") == 1
+    summary = json.loads((run.run_dir / "summary.json").read_text())
+    verdict = summary["steps"][0]["verdict"]
+    assert verdict["bottleneck"] == "errors" and "connect_error" in verdict["evidence"][0]["rule"]
+    assert "Failing from step 0" in (run.run_dir / "report.md").read_text()

@@ -67,6 +67,20 @@ def test_verdicts_and_knee_are_recomputed() -> None:
     assert lenient["knee"] is None
 
 
+def test_a_failing_target_is_said_to_fail_not_to_have_run_out() -> None:
+    """A target that refuses connections from its second step: the headline names the failures
+    (no resource "ran out")."""
+    failing = step(1, 4, 0.0, 30, failed={"connect_error": 900, "http_5xx": 20})
+    failing["requests"]["ok"] = 0
+    model = build_model(summary([step(0, 1, 100, 30), failing]), [], [])
+    text = model.knee_sentence()
+    assert text.startswith(
+        "Failing from step 1 (4 users): 100% of its requests failed (mostly connect_error)"
+    )
+    assert "ran out" not in text and "Saturated" not in text
+    assert "Failing from step 1" in render_markdown(model)
+
+
 def test_the_report_judges_again_with_the_cap_the_run_was_given() -> None:
     # summary.json keeps --server-max-num-seqs; the report's verdicts use it as the run's did.
     srv = {"requests_running": {"mean": 4.0, "max": 4.0}, "requests_waiting": {"mean": 4.0},

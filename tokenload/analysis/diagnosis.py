@@ -135,16 +135,33 @@ def _rule_worker_lost(
     ]
 
 
+#: Failure classes a client that falls behind can cause itself (it reads its streams late): with
+#: the client_bound flag, a step failing mostly so is the client's, not the server's.
+CLIENT_CAUSED_FAILURES = frozenset({"ttft_timeout", "stall_timeout"})
+
+
 def _rule_errors(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> tuple[str, list[dict]] | None:
+    """Failures past their share. Tried before the client_bound flag: a target that refuses or
+    breaks connections makes each closed-loop user fail at once and try again, and the client's
+    CPU then goes to failing requests; the failures are the finding. Unless the client fell
+    behind and the failures are mostly timeouts it can cause itself (CLIENT_CAUSED_FAILURES)."""
     reqs = step.get("requests") or {}
     total = (reqs.get("ok") or 0) + (reqs.get("failed") or 0)
     if not total or (reqs.get("failed") or 0) / total <= th.error_rate:
         return None
     by = reqs.get("by_failure_class") or {}
     dominant = max(by, key=by.get) if by else "unclassified"
-    return "errors", [
-        _ev("failed share", round(reqs["failed"] / total, 3), f"> {th.error_rate}; mostly {dominant}")
-    ]
+    client_bound = "client_bound" in (step.get("flags") or [])
+    if client_bound and dominant in CLIENT_CAUSED_FAILURES:
+        return None
+    ev = [_ev("failed share", round(reqs["failed"] / total, 3), f"> {th.error_rate}; mostly {dominant}")]
+    if client_bound:
+        ev.append(
+            _ev(
+                "flag", "client_bound", "the client's limits passed too: its CPU went to the failing requests"
+            )
+        )
+    return "errors", ev
 
 
 def _saturation(sig: StepSignals, th: Thresholds) -> tuple[bool | None, list[dict]]:
@@ -421,9 +438,9 @@ def _rule_held_before_engine(
 #: The rules in the order they are tried; the first that decides gives the verdict.
 RULES: tuple[tuple[str, Rule], ...] = (
     ("server queue grew past a lagging client", _rule_queue_grew),
-    ("client_bound flag", _rule_client),
     ("worker_lost flag", _rule_worker_lost),
     ("failed share", _rule_errors),
+    ("client_bound flag", _rule_client),
     ("requests held before the engine", _rule_held_before_engine),
     ("saturation and the resource that binds", _rule_saturated),
 )

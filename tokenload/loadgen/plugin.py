@@ -62,6 +62,8 @@ class ProcessCache:
         self.replays_trace: bool | None = None
         self.trace: Trace | None = None
         self.trace_prompts: dict[bool, TracePrompts] = {}
+        #: loadgen/user.py: the warnings already given (model discovery), by their text.
+        self.warned: set[str] = set()
 
 
 class RunContext:

@@ -114,6 +114,16 @@ class ReportModel:
         step = self.steps[knee["step"]] if knee["step"] < len(self.steps) else {}
         before = knee.get("last_unsaturated_concurrency")
         prev = f"; the last unsaturated step ran {before} users" if before is not None else ""
+        if knee["bottleneck"] == "errors":  # no resource ran out: the requests failed
+            reqs = step.get("requests") or {}
+            total = (reqs.get("ok") or 0) + (reqs.get("failed") or 0)
+            by = reqs.get("by_failure_class") or {}
+            share = f"{(reqs.get('failed') or 0) / total:.0%} of its requests" if total else "its requests"
+            mostly = f" (mostly {max(by, key=by.get)})" if by else ""
+            return (
+                f"Failing from step {knee['step']} ({load_label(step)}): {share} failed{mostly}{prev}. "
+                "Fix the failures before reading capacity."
+            )
         return (
             f"Saturated at step {knee['step']} ({load_label(step)}): {knee['bottleneck']} ran out{prev}. "
             f"Output at the knee: {knee.get('output_tokens_per_s_at_knee') or 0:.1f} tokens/s."
