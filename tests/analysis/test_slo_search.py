@@ -169,6 +169,10 @@ def test_climbing_probes_are_screens_and_the_answer_is_confirmed_in_full() -> No
     result = search_result([*probes, Probe(6, 4.0, 36.0, "pass")], "found", SLO, None)
     assert result["slo_capacity_rps"] == 4.0 and result["answer_step"] == 6
     assert [p["screen"] for p in result["probes"]] == [True, True, True, False, False, False, False]
+    assert result["answer_is_screen"] is False
+    # Stopped (--time-budget) before the bisection: the answer is the screen it stood on, said so.
+    stopped = search_result(probes[:3], "stopped", SLO, None)
+    assert stopped["slo_capacity_rps"] == 4.0 and stopped["answer_is_screen"] is True
     # Everything met the SLO up to the maximum: the top screen is confirmed before "not_reached".
     top = [Probe(i, 2.0 * 2**i, 10.0, "pass", screen=True) for i in range(6)]
     assert next_probe(top, plan) == (64.0, 0, False)

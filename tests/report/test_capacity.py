@@ -15,6 +15,7 @@ from tokenload.report.capacity import (
     good_share,
     parse_slo,
     replicas_needed,
+    search_capacity,
 )
 
 
@@ -184,3 +185,15 @@ def test_capacity_reads_steps_in_load_order_after_a_knee_search() -> None:
     steps = [step(0, 4, 100, 10), step(1, 64, 900, 10), step(2, 16, 200, 10), step(3, 32, 300, 10)]
     cap = find_capacity(steps, slo)
     assert cap is not None and cap.load == 32
+
+
+def test_an_slo_search_stopped_on_a_screen_says_so() -> None:
+    rate = step(3, 1, 100, 10, rps=14.6)
+    rate.update(concurrency=None, target_rate_rps=16.0)
+    search = {"outcome": "stopped", "slo_capacity_rps": 16.0, "bracket": [16.0, 32.0], "answer_step": 3,
+              "determinate": True, "answer_is_screen": True}  # fmt: skip
+    cap = search_capacity([rate], search, parse_slo("ttft_p95_ms=500"))
+    assert cap is not None and cap.load == 16.0
+    assert "not confirmed in full" in cap.basis and "32 req/s" in cap.basis
+    search["answer_is_screen"] = False
+    assert "not confirmed" not in search_capacity([rate], search, parse_slo("ttft_p95_ms=500")).basis

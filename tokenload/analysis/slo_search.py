@@ -40,7 +40,9 @@ unless an interval is bounded on both sides across its limit: that rate is near 
 is probed again in full at once (climbing past it on a point estimate sent a search against the
 emulator to 64 req/s and four failing probes above a 28.8 req/s capacity).
 No screen is ever the answer on its own: when the bracket has closed on one, that rate is probed
-again in full (a *confirmation*), and the search goes on below it if the confirmation fails.
+again in full (a *confirmation*), and the search goes on below it if the confirmation fails. A
+search stopped before that (``--time-budget``) reports the screen it stood on, marked
+``answer_is_screen``.
 """
 
 from __future__ import annotations
@@ -366,6 +368,9 @@ def search_result(probes: list[Probe], outcome: str, slo: SLO, attainment: float
         "bracket": [lo, hi],
         "determinate": all(p.outcome != INDETERMINATE for p in (answer, top) if p is not None),
         "answer_step": answer.step if answer is not None else None,
+        # A screen (a climbing probe held for --step-duration only) stands as the answer only
+        # when the search stopped before confirming it in full (--time-budget, or Ctrl-C).
+        "answer_is_screen": answer.screen if answer is not None else None,
         # Goodput = the answer step's measured rate x the share of its requests that met every
         # per-request limit (report/capacity.py's definition).
         "goodput_rps": (

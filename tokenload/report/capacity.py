@@ -297,6 +297,8 @@ def search_capacity(
     above = f"; the lowest rate above it that did not: {hi:g} req/s" if hi is not None else ""
     if not search.get("determinate", True):
         above += " (an end of that bracket straddled the limit and was decided on point estimates)"
+    if search.get("answer_is_screen"):
+        above += "; a screen held for --step-duration only, not confirmed in full: the search stopped first"
     return Capacity(
         step_index=index,
         load=float(search["slo_capacity_rps"]),

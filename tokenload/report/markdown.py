@@ -33,11 +33,12 @@ __all__ = ["SEARCH_NOTE", "capacity_lines", "render_markdown", "slo_rows"]
 SEARCH_NOTE = (
     "Each probe is an open-loop rate step. An item passes when its 95 % interval lies at or under "
     "the limit, fails when it lies above, and is indeterminate when it straddles the limit; an "
-    "indeterminate probe is repeated twice as long, and if it still straddles, its point estimates "
-    "decide where the search goes (it stays marked indeterminate). While the search climbs, probes "
-    "are screens: one step long, never repeated, climbed past when their point estimates meet the "
-    "SLO (latency does not fall as the rate rises); a screen is never the answer until it is probed "
-    "again in full."
+    "indeterminate probe is repeated twice as long up to --slo-repeats times (default 0), then its "
+    "point estimates decide where the search goes (it stays marked indeterminate). While the search "
+    "climbs, probes are screens: one step long, never repeated, climbed past when their point "
+    "estimates meet the SLO (latency does not fall as the rate rises); a screen is the answer only "
+    "once probed again in full, or when the search stopped first (--time-budget), which the "
+    "capacity line then says."
 )
 
 
