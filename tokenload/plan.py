@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from tokenload.cli_args import OneLineParser
+from tokenload.loadgen.option_table import run_defaults
 
 __all__ = ["build_parser", "main"]
 
@@ -39,12 +40,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--sim-args", default="", help='the emulated server, as tokenload sim takes it: "--profile ..."'
     )
-    p.add_argument("--prompt-tokens", default="256", help="prompt length spec (default 256)")
-    p.add_argument("--output-tokens", default="128", help="output length spec (default 128)")
+    # The lengths and steps default as tokenload sweep's do (one declaration: the option table),
+    # so that a plan without them predicts the sweep without them.
+    run = run_defaults()
+    p.add_argument(
+        "--prompt-tokens",
+        default=run["prompt_tokens"],
+        help=f"prompt length spec (default {run['prompt_tokens']})",
+    )
+    p.add_argument(
+        "--output-tokens",
+        default=run["output_tokens"],
+        help=f"output length spec (default {run['output_tokens']})",
+    )
     p.add_argument("--prefix-tokens", type=int, default=0, help="a shared prompt prefix of N tokens")
     p.add_argument("--prefix-groups", type=int, default=1, help="distinct shared prefixes (default 1)")
-    p.add_argument("--step-duration", type=float, default=30.0, help="seconds per step (default 30)")
-    p.add_argument("--warmup", type=float, default=0.2, help="fraction (< 1) or seconds left out per step")
+    p.add_argument(
+        "--step-duration",
+        type=float,
+        default=run["step_duration"],
+        help=f"seconds per step (default {run['step_duration']:g})",
+    )
+    p.add_argument(
+        "--warmup",
+        type=float,
+        default=run["warmup"],
+        help=f"fraction (< 1) or seconds left out per step (default {run['warmup']:g})",
+    )
     p.add_argument("--max-in-flight", type=int, default=512, help="open loop: most requests in flight")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--slo", default=None, help="latency SLO for the capacity, e.g. ttft_p95_ms=1000")

@@ -143,3 +143,15 @@ def test_a_planned_run_reports_as_a_prediction_with_its_what_ifs(tmp_path: Path)
         text = (tmp_path / "plan" / name).read_text()
         assert "Prediction, not a measurement" in text and "a40-qwen2.5-7b" in text, name
         assert "What if (predicted)" in text and "max_num_seqs=2" in text, name
+
+
+def test_a_plans_lengths_and_steps_default_as_a_sweeps() -> None:
+    """`tokenload plan --concurrency 1,8,32` predicts `tokenload sweep --concurrency 1,8,32`: the
+    same default lengths, step duration and warm-up (the sweep's, from the option table)."""
+    from tokenload.loadgen.option_table import run_defaults
+    from tokenload.plan import build_parser
+
+    args = build_parser().parse_args(["--concurrency", "1,8,32"])
+    run = run_defaults()
+    assert (args.prompt_tokens, args.output_tokens) == (run["prompt_tokens"], run["output_tokens"])
+    assert (args.step_duration, args.warmup) == (run["step_duration"], run["warmup"])
