@@ -3,7 +3,8 @@ latency percentile and rate, whether it is beyond run-to-run noise, and the verd
 
 Prints markdown; ``--out FILE`` also writes it (JSON when FILE ends in .json). Exit status 1
 when B regressed (latency up or throughput down by more than ``--tolerance`` and beyond noise;
-the rule is in tokenload/report/compare_math.py), 0 otherwise, 2 on bad input.
+the rule is in tokenload/report/compare_math.py), 0 otherwise, 2 on bad input and when no step
+of A matches a step of B by load (a staircase against rate steps): nothing compared is no pass.
 """
 
 from __future__ import annotations
@@ -79,6 +80,9 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as exc:
             print(f"{PROG}: --out: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
             return 2
+    if not comparison.steps:
+        print(f"{PROG}: no step of A matches a step of B by load: nothing was compared", file=sys.stderr)
+        return 2
     return 1 if comparison.regressions else 0
 
 

@@ -274,13 +274,23 @@ def test_steps_are_matched_by_load_and_differences_reported() -> None:
     assert c.steps == [] and c.only_a == ["4 users"] and c.only_b == ["8 users"]
     assert c.config_diff == {"prompt_tokens": ("128", "256")}  # run_dir is incidental
     text = render_markdown(c)
-    assert "nothing to compare" in text and "prompt_tokens" in text
+    assert "nothing was compared" in text and "prompt_tokens" in text and "No regression" not in text
     b["steps"][0]["verdict"] = {"bottleneck": "kv_capacity"}
     b["steps"][0]["concurrency"] = 4
     c = compare_runs(a, ra, b, rb)
     assert c.steps[0].verdict_changed and "none -> kv_capacity" in render_markdown(c)
     d = c.to_dict()
     assert d["steps"][0]["verdict_changed"] and {"regressions", "tolerance"} <= set(d)
+
+
+def test_a_prediction_is_said_to_be_one_and_has_no_options_to_compare() -> None:
+    a, ra = make_run(1, 30)
+    b, rb = make_run(2, 30)
+    b["config"] = {}
+    b["prediction"] = {"label": "prediction: tokenload sim --profile a40-qwen2.5-7b in simulated time"}
+    c = compare_runs(a, ra, b, rb)
+    assert c.config_diff == {} and c.prediction_a is None and c.prediction_b.startswith("prediction:")
+    assert "B is a prediction, not a measurement (prediction: tokenload sim" in render_markdown(c)
 
 
 def test_token_rates_counted_two_ways_are_not_compared() -> None:
@@ -311,3 +321,18 @@ def test_run_to_run_bound_is_a_t_prediction_interval() -> None:
     # mean 11.5, sd 1.29, t(0.975, 3) = 3.18 (Cornish-Fisher within 1 %), sqrt(1 + 1/4)
     assert abs((hi - lo) / 2 - 3.18 * 1.291 * 1.118) < 0.1
     assert abs(t_quantile(0.995, 1) - 63.657) < 0.01 and abs(t_quantile(0.975, 10) - 2.228) < 0.01
+
+
+def test_the_noise_interval_holds_the_change_it_is_the_noise_of() -> None:
+    """The summary's ITL p50 is every token's; the samples are each request's median, a little
+    off it (helper's walkthrough, 2026-12-05: a change of 0.0 % shown with the interval
+    [+0.09 %, +0.12 %]). The interval lies about the change reported."""
+    a, ra = make_run(1, 200, tpot_cv=0.001)
+    b, rb = make_run(1, 200, tpot_cv=0.001)
+    for r in rb:
+        r["itl_p50_ms"] *= 1.001  # the per-request medians moved; every token's did not
+    c = compare_runs(a, ra, b, rb)
+    itl = next(m for m in c.steps[0].changes if m.metric == "itl_ms p50")
+    assert itl.change == 0.0 and itl.interval is not None
+    assert itl.interval[0] <= 0.0 <= itl.interval[1], itl.interval
+    assert not itl.beyond_noise

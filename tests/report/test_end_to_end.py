@@ -282,3 +282,18 @@ def test_compare_bad_input_is_one_line_and_exit_2(
     assert out.returncode == 2, out.stdout + out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0] and lines[0].startswith("tokenload compare: "), out.stderr
+
+
+def test_compare_with_no_step_in_common_is_exit_2_not_a_pass(base_a: Path, tmp_path: Path) -> None:
+    """A staircase against rate steps (helper's walkthrough, 2026-12-05: "nothing to compare",
+    then "No regression", exit 0: a CI gate passed on nothing)."""
+    other = tmp_path / "rates"
+    other.mkdir()
+    summary = json.loads((base_a / "summary.json").read_text())
+    for s in summary["steps"]:
+        s["concurrency"], s["target_rate_rps"] = None, 3.0 + s["index"]
+    (other / "summary.json").write_text(json.dumps(summary))
+    out = tokenload("compare", str(base_a), str(other), timeout=60)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "nothing was compared" in out.stdout and "No regression" not in out.stdout
+    assert out.stderr.strip().startswith("tokenload compare: no step of A matches a step of B")

@@ -54,11 +54,13 @@ from tokenload.report.noise import (
     BOOTSTRAP_ROUNDS,
     CONFIDENCE,
     bootstrap_interval,
+    centre_interval,
     correlation_factor,
     count_variance,
     rate_interval,
     run_to_run_bound,
     spread,
+    widen_interval,
 )
 
 __all__ = [
@@ -181,6 +183,9 @@ class Comparison:
     config_diff: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     #: Further runs of A's configuration that measured run-to-run noise.
     baseline_runs: int = 0
+    #: A run that is a prediction (``tokenload plan --out``): its label, else None.
+    prediction_a: str | None = None
+    prediction_b: str | None = None
 
     @property
     def regressions(self) -> list[tuple[str, MetricChange]]:
@@ -208,18 +213,6 @@ def _change(a: float | None, b: float | None) -> float | None:
     if a is None or b is None or a == 0:
         return None
     return b / a - 1.0
-
-
-def _widen(
-    interval: tuple[float, float] | None, change: float | None, factor: float
-) -> tuple[float, float] | None:
-    """The interval's sides scaled by sqrt(factor) about the point change, in log space."""
-    if interval is None or factor <= 1.0 or change is None or change <= -1:
-        return interval
-    c = math.log1p(change)
-    k = math.sqrt(factor)
-    lo, hi = (math.log1p(max(v, -0.999999)) for v in interval)
-    return math.expm1(c - (c - lo) * k), math.expm1(c + (hi - c) * k)
 
 
 def _beyond(
@@ -336,9 +329,16 @@ def compare_runs(
             xb = request_samples(requests_b, ib, metric, quantile)
             if metric not in factors:
                 factors[metric] = max(correlation_factor(xa, rng), correlation_factor(xb, rng))
-            interval = _widen(
-                bootstrap_interval(xa, xb, _QUANTILE[quantile], rng, rounds, confidence),
-                _change(_value(sa, metric, quantile), _value(sb, metric, quantile)),
+            change = _change(_value(sa, metric, quantile), _value(sb, metric, quantile))
+            interval = widen_interval(
+                centre_interval(
+                    bootstrap_interval(xa, xb, _QUANTILE[quantile], rng, rounds, confidence),
+                    change,
+                    xa,
+                    xb,
+                    _QUANTILE[quantile],
+                ),
+                change,
                 factors[metric],
             )
             runs = [v for st in [sa, *repeats] if (v := _value(st, metric, quantile)) is not None]
@@ -401,11 +401,11 @@ def compare_runs(
             )
         )
     cfg_a, cfg_b = summary_a.get("config") or {}, summary_b.get("config") or {}
-    diff = {
-        k: (cfg_a.get(k), cfg_b.get(k))
-        for k in sorted(set(cfg_a) | set(cfg_b))
-        if k not in _INCIDENTAL_CONFIG and cfg_a.get(k) != cfg_b.get(k)
-    }
+    # A prediction has no options (tokenload plan --out writes none): no configuration to compare.
+    keys = (
+        [k for k in sorted(set(cfg_a) | set(cfg_b)) if k not in _INCIDENTAL_CONFIG] if cfg_a and cfg_b else []
+    )
+    diff = {k: (cfg_a.get(k), cfg_b.get(k)) for k in keys if cfg_a.get(k) != cfg_b.get(k)}
     return Comparison(
         run_a=str(summary_a.get("run_id")),
         run_b=str(summary_b.get("run_id")),
@@ -417,7 +417,14 @@ def compare_runs(
         only_b=[_key_label(k) for k in by_key_b if k not in set(keys_a)],
         config_diff=diff,
         baseline_runs=len(baselines or []),
+        prediction_a=_prediction_label(summary_a),
+        prediction_b=_prediction_label(summary_b),
     )
+
+
+def _prediction_label(summary: dict[str, Any]) -> str | None:
+    p = summary.get("prediction")
+    return (p.get("label") or "tokenload plan") if isinstance(p, dict) else (str(p) if p else None)
 
 
 def _pct(v: float | None) -> str:
@@ -446,6 +453,9 @@ def render_markdown(c: Comparison) -> str:
         "(the rule: tokenload/report/compare_math.py)."
     )
     out.append("")
+    for name, label in (("A", c.prediction_a), ("B", c.prediction_b)):
+        if label:
+            out += [f"{name} is a prediction, not a measurement ({label}).", ""]
     if c.config_diff:
         out.append(
             "Configurations differ: "
@@ -473,7 +483,8 @@ def render_markdown(c: Comparison) -> str:
     if c.only_b:
         out += [f"Only in B: {', '.join(c.only_b)}", ""]
     if not c.steps:
-        out += ["No step of A matches a step of B by load: nothing to compare.", ""]
+        out += ["No step of A matches a step of B by load: nothing was compared.", ""]
+        return "\n".join(out)
     regs = c.regressions
     if regs:
         out.append(f"**{len(regs)} regression(s)** beyond {100 * c.tolerance:g} % and noise:")

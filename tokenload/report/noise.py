@@ -24,6 +24,7 @@ __all__ = [
     "CONFIDENCE",
     "MIN_TAIL",
     "bootstrap_interval",
+    "centre_interval",
     "correlation_factor",
     "count_variance",
     "min_samples",
@@ -31,6 +32,7 @@ __all__ = [
     "run_to_run_bound",
     "spread",
     "t_quantile",
+    "widen_interval",
 ]
 
 #: Batches of a run's requests (in time order) for ``correlation_factor``; each must hold at
@@ -82,6 +84,35 @@ def bootstrap_interval(
     tail = (1.0 - confidence) / 2
     lo, hi = np.quantile(r, [tail, 1.0 - tail])
     return float(lo), float(hi)
+
+
+def centre_interval(
+    interval: tuple[float, float] | None, change: float | None, a: list[float], b: list[float], q: float
+) -> tuple[float, float] | None:
+    """A :func:`bootstrap_interval` moved (in log space) to lie about the change reported: the
+    samples' own quantiles are not always the reported ones (a summary's histogram quantiles;
+    ITL's per-request medians against every token's), and an interval must hold the estimate
+    it is the noise of."""
+    if interval is None or change is None or change <= -1 or not a or not b:
+        return interval
+    qa, qb = (float(np.quantile(np.asarray(x, dtype=float), q)) for x in (a, b))
+    if qa <= 0 or qb <= 0:
+        return interval
+    shift = math.log1p(change) - math.log(qb / qa)
+    lo, hi = (math.expm1(math.log1p(max(v, -0.999999)) + shift) for v in interval)
+    return lo, hi
+
+
+def widen_interval(
+    interval: tuple[float, float] | None, change: float | None, factor: float
+) -> tuple[float, float] | None:
+    """The interval's sides scaled by sqrt(factor) about the point change, in log space."""
+    if interval is None or factor <= 1.0 or change is None or change <= -1:
+        return interval
+    c = math.log1p(change)
+    k = math.sqrt(factor)
+    lo, hi = (math.log1p(max(v, -0.999999)) for v in interval)
+    return math.expm1(c - (c - lo) * k), math.expm1(c + (hi - c) * k)
 
 
 def spread(values: list[float]) -> float | None:
