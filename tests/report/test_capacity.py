@@ -108,6 +108,10 @@ def test_capacity_is_the_last_of_the_unbroken_passing_steps() -> None:
     assert cap is not None and cap.step_index == 1 and cap.load == 4 and cap.requests_per_s == 3.5
     # A pass above a failure is not capacity one can rely on; a failing first step: none.
     assert find_capacity([step(0, 1, 900, 10), step(1, 2, 100, 10)], slo) is None
+    assert "at least" not in cap.basis
+    # Every step met it: the highest step run is a floor, said as without an SLO.
+    every = find_capacity(steps[:2], slo)
+    assert every is not None and every.load == 4 and "the real capacity is at least this" in every.basis
 
 
 def test_capacity_without_slo_is_the_last_unsaturated_step() -> None:

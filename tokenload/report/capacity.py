@@ -257,6 +257,9 @@ def find_capacity(
                 break
             chosen = i
         basis = f"highest load meeting the SLO ({slo}) at every step up to it"
+        if chosen == len(steps) - 1:
+            # Every step met it: the highest run is a floor, and replicas sized from it a ceiling.
+            basis += "; the highest step run: the real capacity is at least this"
     else:
         for i, step in enumerate(steps):
             v = step.get("verdict") or {}
