@@ -162,3 +162,9 @@ def test_reconstructed_command() -> None:
     s2 = copy.deepcopy(s)
     s2["host"] = "http://user:pw@h:1"
     assert "pw" not in reconstructed_command(s2)
+    # The locustfile's API path is recorded (endpoints); a chat run says so, a completions run
+    # is the sweep's default.
+    s2["config"]["endpoints"] = ["/v1/chat/completions"]
+    assert "--endpoint chat" in reconstructed_command(s2)
+    s2["config"]["endpoints"] = ["/v1/completions"]
+    assert "--endpoint" not in reconstructed_command(s2)

@@ -105,6 +105,7 @@ def test_staircase_against_the_emulator(tmp_path: Path, workers: int) -> None:
     config = summary["config"]
     assert (config["stall_timeout_s"], config["ttft_timeout_s"]) == (29.0, 77.0)
     assert (config["prompt_tokens"], config["output_tokens"]) == ("20", "24")
+    assert config["endpoints"] == ["/v1/completions"]  # the sweep's default --endpoint
     steps = summary["steps"]
     assert [s["concurrency"] for s in steps] == [1, 8]
     for s in steps:

@@ -353,12 +353,19 @@ class RunContext:
             host=self.environment.host,
             started_at=self.start_time,
             ended_at=self.end_time,
-            config=self.config.public_dict(),
+            config={**self.config.public_dict(), "endpoints": self.endpoints()},
             workers=sorted(self.fleet.workers_seen),
             search=self.plan.search,
             trace=self.plan.trace,
             scrape_failures=self.scraper.failures if self.scraper is not None else None,
             scrape_targets=self.scraper.targets_summary() if self.scraper is not None else None,
+        )
+
+    def endpoints(self) -> list[str]:
+        """The API paths the run's user classes call (the locustfile chose them, not an option):
+        recorded so that a chat run and a completions run differ in summary.json."""
+        return sorted(
+            {p for uc in self.environment.user_classes if isinstance(p := getattr(uc, "path", None), str)}
         )
 
     def server_summary(self) -> dict[str, Any] | None:

@@ -66,6 +66,9 @@ def reconstructed_command(summary: dict[str, Any]) -> str:
         words += ["--step-duration", f"{sum(held) / len(held):.0f}"]
     if warm:
         words += ["--warmup", f"{sum(warm) / len(warm):.0f}"]
+    endpoints = cfg.get("endpoints") or []
+    if endpoints == ["/v1/chat/completions"]:  # the sweep's default is completions
+        words += ["--endpoint", "chat"]
     for key, flag in (("prompt_tokens", "--prompt-tokens"), ("output_tokens", "--output-tokens"),
                       ("model", "--model")):  # fmt: skip
         if cfg.get(key) not in (None, ""):
