@@ -257,14 +257,24 @@ class RunContext:
         self._announce()
         if self.scraper is not None:
             self.scraper.scrape_once()  # the server's state at the step's end, inside its window
-        s = self.steps.stats.get(step.index)
-        h = s.total.hist if s else None
-        ttft = h["ttft_ms"].quantile(0.5) if h else None
-        tpot = h["tpot_ms"].quantile(0.5) if h else None
-        load = f"{step.rate_rps:g} req/s" if step.rate_rps is not None else f"{step.concurrency} users"
+
+    def step_judged(self, summary: dict[str, Any]) -> None:
+        """A line as each step's figures are complete (its measured requests ended): what it
+        measured and its verdict."""
+        load = (
+            f"{summary['target_rate_rps']:g} req/s"
+            if summary.get("target_rate_rps") is not None
+            else f"{summary.get('concurrency')} users"
+        )
+        reqs = summary.get("requests") or {}
+        failed = f" ({reqs['failed']} failed)" if reqs.get("failed") else ""
+        tput = summary.get("output_tokens_per_s")
+        verdict = (summary.get("verdict") or {}).get("bottleneck", "-")
         print(
-            f"step {step.index}: {load}, {s.total.requests if s else 0} requests measured"
-            f" so far, TTFT p50 {_fmt_ms(ttft)}, TPOT p50 {_fmt_ms(tpot)}",
+            f"step {summary.get('index')}: {load}, {reqs.get('ok', 0)} requests{failed}, "
+            f"{'-' if tput is None else f'{tput:.1f}'} output tokens/s, "
+            f"TTFT p50 {_fmt_ms((summary.get('ttft_ms') or {}).get('p50'))}, "
+            f"TPOT p50 {_fmt_ms((summary.get('tpot_ms') or {}).get('p50'))}: {verdict}",
             flush=True,
         )
 

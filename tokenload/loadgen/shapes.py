@@ -170,6 +170,9 @@ class StepShape(LoadTestShape):
         from tokenload.results.summary import step_summaries
 
         steps = step_summaries(self.ctx.step_sources())
+        judged = next((s for s in steps if s.get("index") == step.index), None)
+        if judged is not None:
+            self.ctx.step_judged(judged)
         self.done.append(step)
         return self._choose(now, steps)
 
