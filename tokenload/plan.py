@@ -212,7 +212,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     for s in steps:
         load = (
-            f"{s['concurrency']} users" if s["target_rate_rps"] is None else f"{s['target_rate_rps']:g} rps"
+            (f"{s['concurrency']} user" + ("s" if s["concurrency"] != 1 else ""))
+            if s["target_rate_rps"] is None
+            else f"{s['target_rate_rps']:g} rps"
         )
         v = s["verdict"]
         ttft, tpot = s["ttft_ms"]["p50"], s["tpot_ms"]["p50"]

@@ -142,6 +142,7 @@ def test_a_planned_run_reports_as_a_prediction_with_its_what_ifs(tmp_path: Path)
     for name in ("report.md", "report.html"):
         text = (tmp_path / "plan" / name).read_text()
         assert "Prediction, not a measurement" in text and "a40-qwen2.5-7b" in text, name
+        assert "measurement: prediction:" not in text, name  # said once
         assert "What if (predicted)" in text and "max_num_seqs=2" in text, name
 
 

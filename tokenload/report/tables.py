@@ -285,8 +285,9 @@ def prediction_sentence(summary: dict[str, Any]) -> str | None:
     pred = summary.get("prediction")
     if not isinstance(pred, dict):
         return None
+    label = str(pred.get("label", "tokenload plan")).removeprefix("prediction: ")
     return (
-        f"Prediction, not a measurement: {pred.get('label', 'tokenload plan')} "
+        f"Prediction, not a measurement: {label} "
         f"(profile {pred.get('profile', '?')}). Every figure below is the emulator's."
     )
 
