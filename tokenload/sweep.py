@@ -23,6 +23,7 @@ from typing import Any, NoReturn
 
 import configargparse
 
+from tokenload.cli_args import usage_error
 from tokenload.loadgen.option_table import add_options, env_var_names, forwarded_argv
 from tokenload.loadgen.steps import (
     StepSpecError,
@@ -69,7 +70,7 @@ class _Parser(configargparse.ArgumentParser):
     """Bad arguments as one line naming the option (``tokenload sweep: --rate: expected ...``)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"tokenload sweep: {message.removeprefix('argument ')}\n")
+        self.exit(2, f"tokenload sweep: {usage_error(message).removeprefix('argument ')}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -167,7 +168,12 @@ def _reach(host: str) -> None:
     except urllib.error.HTTPError as exc:
         if exc.code in (401, 403):
             return  # reachable; the key is the user's business (OPENAI_API_KEY)
-        raise SweepError(f"--host: {url} answered HTTP {exc.code}") from None
+        hint = (
+            f" (the host is the server's base URL: drop the /v1, --host {host.rstrip('/')[:-3]})"
+            if host.rstrip("/").endswith("/v1")
+            else ""
+        )
+        raise SweepError(f"--host: {url} answered HTTP {exc.code}{hint}") from None
     except (OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         raise SweepError(f"--host: cannot reach {url}: {reason}") from None

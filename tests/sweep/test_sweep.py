@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, read_records
+from tokenload.serving.process import ServerProcess
 
 
 def sweep(*args: str, timeout: float = 240, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -66,6 +67,11 @@ def _closed_port() -> int:
             ["--prometheus-url", "http://127.0.0.1:9", "--prometheus-selector", "{job=}"],
             "--prometheus-selector: ",
         ),
+        # argparse takes a value that starts with '-' for a flag: the line says what to write.
+        (
+            ["--sim-args", "--profile"],
+            "--sim-args: expected one argument (a value that starts with '-' goes after '='",
+        ),
     ],
 )
 def test_bad_arguments_fail_before_any_load(args: list[str], needle: str, tmp_path: Path) -> None:
@@ -75,6 +81,17 @@ def test_bad_arguments_fail_before_any_load(args: list[str], needle: str, tmp_pa
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], out.stderr
     assert not (tmp_path / "run").exists()  # nothing was started
+
+
+def test_a_host_given_with_v1_is_told_to_drop_it(tmp_path: Path) -> None:
+    from tokenload.sweep import SweepError, _reach
+
+    with ServerProcess(["-m", "tokenload.sim", "--port", "0"], log_path=tmp_path / "sim.log") as sim:
+        with pytest.raises(
+            SweepError, match=rf"answered HTTP 404 \(.*drop the /v1, --host {re.escape(sim.url)}\)$"
+        ):
+            _reach(sim.url + "/v1")
+        _reach(sim.url)  # the base URL is fine
 
 
 def test_a_run_directory_with_a_comma_is_refused_before_any_load(tmp_path: Path) -> None:

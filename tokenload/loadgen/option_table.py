@@ -512,7 +512,14 @@ def add_options(parser: Any, scope: Scope, env_vars: bool) -> None:
             continue
         group = parser.add_argument_group(title, description)
         for o in members:
-            kwargs: dict[str, Any] = {"default": o.default_for(scope), "help": o.help}
+            default = o.default_for(scope)
+            shown = (
+                o.kind not in ("switch", "append") and default not in (None, "") and "default" not in o.help
+            )
+            kwargs: dict[str, Any] = {
+                "default": default,
+                "help": f"{o.help} (default {str(default).replace('%', '%%')})" if shown else o.help,
+            }
             if env_vars:
                 kwargs["env_var"] = o.env_var
             if o.kind == "switch":
