@@ -11,6 +11,7 @@ from tests.conftest import ROOT
 PURE = [
     "tokenload.analysis.diagnosis",
     "tokenload.analysis.headroom",
+    "tokenload.analysis.run_rules",
     "tokenload.analysis.signals",
     "tokenload.analysis.stepmodel",
     "tokenload.analysis.slo_search",

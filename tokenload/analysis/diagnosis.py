@@ -55,6 +55,7 @@ from tokenload.analysis.headroom import (
     step_model,
 )
 from tokenload.analysis.knee import by_load, find_knee
+from tokenload.analysis.run_rules import rule_client, rule_errors, rule_worker_lost
 from tokenload.analysis.signals import FIRST_STEP_SIGNAL, NOISE_SIGNAL, StepSignals, signals
 from tokenload.analysis.signals import value_at as _g
 from tokenload.analysis.thresholds import Thresholds
@@ -84,26 +85,6 @@ def _r(v: float | None, digits: int = 3) -> float | None:
 Rule = Callable[[StepSignals, dict[str, Any], Thresholds], "tuple[str, list[dict]] | None"]
 
 
-def _rule_client(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> tuple[str, list[dict]] | None:
-    flags = step.get("flags") or []
-    if "client_bound" not in flags:
-        return None
-    c = step.get("client") or {}
-    bound_by = c.get("bound_by")  # absent in summaries older than the coalesced-read check
-    passed = ", ".join(bound_by) if bound_by else "CPU, loop lag or send lag"
-    ev = [_ev("flag", "client_bound", f"the client's own {passed} passed its limit")]
-    for k, rule in (
-        ("cpu_percent_max", "> 90 % of the CPU the process may use (one core, or its cgroup quota)"),
-        ("loop_lag_ms_p95", "> 10 ms"),
-        ("send_lag_ms_p99", "> 10 ms"),
-        ("coalesced_first_share", "> 0.01 of first tokens read late behind later ones"),
-        ("coalesced_first_late_ms_max", "(k - 1) x TPOT: how late such a first token may be dated"),
-    ):
-        if c.get(k) is not None:
-            ev.append(_ev(f"client {k}", round(c[k], 3), rule))
-    return "client", ev
-
-
 def _rule_queue_grew(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> tuple[str, list[dict]] | None:
     """A lagging client that still saw the server's queue grow: the client can only have offered
     less than was asked, so a queue that grows through the step (scraped from /metrics, no client
@@ -123,45 +104,6 @@ def _rule_queue_grew(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> 
         "(client_bound): saturated; client-side latencies of this step are not the server's",
     )
     return found[0], [head, *found[1]]
-
-
-def _rule_worker_lost(
-    sig: StepSignals, step: dict[str, Any], th: Thresholds
-) -> tuple[str, list[dict]] | None:
-    if "worker_lost" not in (step.get("flags") or []):
-        return None
-    return "unknown", [
-        _ev("flag", "worker_lost", "a worker died during the step: its load was short; not judged")
-    ]
-
-
-#: Failure classes a client that falls behind can cause itself (it reads its streams late): with
-#: the client_bound flag, a step failing mostly so is the client's, not the server's.
-CLIENT_CAUSED_FAILURES = frozenset({"ttft_timeout", "stall_timeout"})
-
-
-def _rule_errors(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> tuple[str, list[dict]] | None:
-    """Failures past their share. Tried before the client_bound flag: a target that refuses or
-    breaks connections makes each closed-loop user fail at once and try again, and the client's
-    CPU then goes to failing requests; the failures are the finding. Unless the client fell
-    behind and the failures are mostly timeouts it can cause itself (CLIENT_CAUSED_FAILURES)."""
-    reqs = step.get("requests") or {}
-    total = (reqs.get("ok") or 0) + (reqs.get("failed") or 0)
-    if not total or (reqs.get("failed") or 0) / total <= th.error_rate:
-        return None
-    by = reqs.get("by_failure_class") or {}
-    dominant = max(by, key=by.get) if by else "unclassified"
-    client_bound = "client_bound" in (step.get("flags") or [])
-    if client_bound and dominant in CLIENT_CAUSED_FAILURES:
-        return None
-    ev = [_ev("failed share", round(reqs["failed"] / total, 3), f"> {th.error_rate}; mostly {dominant}")]
-    if client_bound:
-        ev.append(
-            _ev(
-                "flag", "client_bound", "the client's limits passed too: its CPU went to the failing requests"
-            )
-        )
-    return "errors", ev
 
 
 def _saturation(sig: StepSignals, th: Thresholds) -> tuple[bool | None, list[dict]]:
@@ -438,9 +380,9 @@ def _rule_held_before_engine(
 #: The rules in the order they are tried; the first that decides gives the verdict.
 RULES: tuple[tuple[str, Rule], ...] = (
     ("server queue grew past a lagging client", _rule_queue_grew),
-    ("worker_lost flag", _rule_worker_lost),
-    ("failed share", _rule_errors),
-    ("client_bound flag", _rule_client),
+    ("worker_lost flag", rule_worker_lost),
+    ("failed share", rule_errors),
+    ("client_bound flag", rule_client),
     ("requests held before the engine", _rule_held_before_engine),
     ("saturation and the resource that binds", _rule_saturated),
 )

@@ -264,7 +264,7 @@ class RunContext:
         load = (
             f"{summary['target_rate_rps']:g} req/s"
             if summary.get("target_rate_rps") is not None
-            else f"{summary.get('concurrency')} users"
+            else f"{summary.get('concurrency')} user{'' if summary.get('concurrency') == 1 else 's'}"
         )
         reqs = summary.get("requests") or {}
         failed = f" ({reqs['failed']} failed)" if reqs.get("failed") else ""

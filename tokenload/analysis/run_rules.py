@@ -1,0 +1,73 @@
+"""The rules about the run itself, not the server: a client that could not keep up
+(``client_bound``), a worker lost mid-step, failures past their share. Pure; tried in
+:data:`tokenload.analysis.diagnosis.RULES`' order with the server's rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tokenload.analysis.signals import StepSignals
+from tokenload.analysis.thresholds import Thresholds
+
+__all__ = ["CLIENT_CAUSED_FAILURES", "rule_client", "rule_errors", "rule_worker_lost"]
+
+
+def _ev(metric: str, value: Any, rule: str) -> dict[str, Any]:
+    return {"metric": metric, "value": value, "rule": rule}
+
+
+def rule_client(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> tuple[str, list[dict]] | None:
+    flags = step.get("flags") or []
+    if "client_bound" not in flags:
+        return None
+    c = step.get("client") or {}
+    bound_by = c.get("bound_by")  # absent in summaries older than the coalesced-read check
+    passed = ", ".join(bound_by) if bound_by else "CPU, loop lag or send lag"
+    ev = [_ev("flag", "client_bound", f"the client's own {passed} passed its limit")]
+    for k, rule in (
+        ("cpu_percent_max", "> 90 % of the CPU the process may use (one core, or its cgroup quota)"),
+        ("loop_lag_ms_p95", "> 10 ms"),
+        ("send_lag_ms_p99", "> 10 ms"),
+        ("coalesced_first_share", "> 0.01 of first tokens read late behind later ones"),
+        ("coalesced_first_late_ms_max", "(k - 1) x TPOT: how late such a first token may be dated"),
+    ):
+        if c.get(k) is not None:
+            ev.append(_ev(f"client {k}", round(c[k], 3), rule))
+    return "client", ev
+
+
+def rule_worker_lost(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> tuple[str, list[dict]] | None:
+    if "worker_lost" not in (step.get("flags") or []):
+        return None
+    return "unknown", [
+        _ev("flag", "worker_lost", "a worker died during the step: its load was short; not judged")
+    ]
+
+
+#: Failure classes a client that falls behind can cause itself (it reads its streams late): with
+#: the client_bound flag, a step failing mostly so is the client's, not the server's.
+CLIENT_CAUSED_FAILURES = frozenset({"ttft_timeout", "stall_timeout"})
+
+
+def rule_errors(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> tuple[str, list[dict]] | None:
+    """Failures past their share. Tried before the client_bound flag: a target that refuses or
+    breaks connections makes each closed-loop user fail at once and try again, and the client's
+    CPU then goes to failing requests; the failures are the finding. Unless the client fell
+    behind and the failures are mostly timeouts it can cause itself (CLIENT_CAUSED_FAILURES)."""
+    reqs = step.get("requests") or {}
+    total = (reqs.get("ok") or 0) + (reqs.get("failed") or 0)
+    if not total or (reqs.get("failed") or 0) / total <= th.error_rate:
+        return None
+    by = reqs.get("by_failure_class") or {}
+    dominant = max(by, key=by.get) if by else "unclassified"
+    client_bound = "client_bound" in (step.get("flags") or [])
+    if client_bound and dominant in CLIENT_CAUSED_FAILURES:
+        return None
+    ev = [_ev("failed share", round(reqs["failed"] / total, 3), f"> {th.error_rate}; mostly {dominant}")]
+    if client_bound:
+        ev.append(
+            _ev(
+                "flag", "client_bound", "the client's limits passed too: its CPU went to the failing requests"
+            )
+        )
+    return "errors", ev
