@@ -9,7 +9,7 @@ from typing import Any
 from tokenload.analysis.signals import StepSignals
 from tokenload.analysis.thresholds import Thresholds
 
-__all__ = ["CLIENT_CAUSED_FAILURES", "rule_client", "rule_errors", "rule_worker_lost"]
+__all__ = ["CLIENT_CAUSED_FAILURES", "failures", "rule_client", "rule_errors", "rule_worker_lost"]
 
 
 def _ev(metric: str, value: Any, rule: str) -> dict[str, Any]:
@@ -44,6 +44,16 @@ def rule_worker_lost(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> 
     ]
 
 
+def failures(step: dict[str, Any]) -> tuple[float | None, str]:
+    """A step's failed share of its requests (None without requests) and its commonest failure
+    class ("unclassified" without classes)."""
+    reqs = step.get("requests") or {}
+    total = (reqs.get("ok") or 0) + (reqs.get("failed") or 0)
+    by = reqs.get("by_failure_class") or {}
+    dominant = max(by, key=by.get) if by else "unclassified"
+    return ((reqs.get("failed") or 0) / total if total else None), dominant
+
+
 #: Failure classes a client that falls behind can cause itself (it reads its streams late): with
 #: the client_bound flag, a step failing mostly so is the client's, not the server's.
 CLIENT_CAUSED_FAILURES = frozenset({"ttft_timeout", "stall_timeout"})
@@ -54,16 +64,13 @@ def rule_errors(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> tuple
     breaks connections makes each closed-loop user fail at once and try again, and the client's
     CPU then goes to failing requests; the failures are the finding. Unless the client fell
     behind and the failures are mostly timeouts it can cause itself (CLIENT_CAUSED_FAILURES)."""
-    reqs = step.get("requests") or {}
-    total = (reqs.get("ok") or 0) + (reqs.get("failed") or 0)
-    if not total or (reqs.get("failed") or 0) / total <= th.error_rate:
+    share, dominant = failures(step)
+    if share is None or share <= th.error_rate:
         return None
-    by = reqs.get("by_failure_class") or {}
-    dominant = max(by, key=by.get) if by else "unclassified"
     client_bound = "client_bound" in (step.get("flags") or [])
     if client_bound and dominant in CLIENT_CAUSED_FAILURES:
         return None
-    ev = [_ev("failed share", round(reqs["failed"] / total, 3), f"> {th.error_rate}; mostly {dominant}")]
+    ev = [_ev("failed share", round(share, 3), f"> {th.error_rate}; mostly {dominant}")]
     if client_bound:
         ev.append(
             _ev(

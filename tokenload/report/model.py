@@ -14,6 +14,7 @@ from typing import Any
 
 from tokenload.analysis.diagnosis import ADVICE
 from tokenload.analysis.judge import judge_steps
+from tokenload.analysis.run_rules import failures
 from tokenload.analysis.thresholds import Thresholds
 from tokenload.metrics.definitions import FORMULAS
 from tokenload.report.capacity import (
@@ -118,11 +119,9 @@ class ReportModel:
         before = knee.get("last_unsaturated_concurrency")
         prev = f"; the last unsaturated step ran {before} users" if before is not None else ""
         if knee["bottleneck"] == "errors":  # no resource ran out: the requests failed
-            reqs = step.get("requests") or {}
-            total = (reqs.get("ok") or 0) + (reqs.get("failed") or 0)
-            by = reqs.get("by_failure_class") or {}
-            share = f"{(reqs.get('failed') or 0) / total:.0%} of its requests" if total else "its requests"
-            mostly = f" (mostly {max(by, key=by.get)})" if by else ""
+            failed, dominant = failures(step)
+            share = "its requests" if failed is None else f"{failed:.0%} of its requests"
+            mostly = "" if dominant == "unclassified" else f" (mostly {dominant})"
             return (
                 f"Failing from step {knee['step']} ({load_label(step)}): {share} failed{mostly}{prev}. "
                 "Fix the failures before reading capacity."

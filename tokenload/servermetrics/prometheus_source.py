@@ -241,11 +241,12 @@ class PrometheusSource:
         out: dict[str, Any] = {"source": "prometheus", "queries": len(queries), "failed_queries": failed}
         fleet = fleet_answers(queries, answers, by) if by else answers
         out.update(summarize_answers(queries, fleet, t0, t1))
+        # Kept as is: window() and replicas() hand out copies.
         result = (out, summarize_by(queries, answers, t0, t1, by) if by else {})
         key = (round(t0, 3), round(t1, 3))
-        self._last = (key, copy.deepcopy(result))
+        self._last = (key, result)
         if keep and not failed:
-            self._cache[key] = copy.deepcopy(result)
+            self._cache[key] = result
         return result
 
     def series(self, t0: float, t1: float) -> list[dict[str, Any]]:

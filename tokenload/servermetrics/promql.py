@@ -161,6 +161,15 @@ def _first_of(exprs: list[str], grouped: bool, by: str = "") -> str:
     return out
 
 
+def _aggregated(q: Quantity, selector: tuple[str, ...], grp: str, suffix: str = "") -> str:
+    """A quantity's series aggregated (``grp``: `` by (label)`` or nothing), its first generation
+    with data: ratios averaged, as direct scraping averages them over replicas; the rest summed."""
+    agg = "avg" if q.name.endswith("_ratio") else "sum"
+    return _first_of(
+        [f"{agg}{grp}({_series(f + suffix, selector, lab)})" for f, lab in _alternatives(q)], False
+    )
+
+
 def _duration(seconds: float) -> str:
     # Prometheus 2.x durations are integers with a unit: whole milliseconds.
     return f"{max(1, round(seconds * 1000))}ms"
@@ -179,9 +188,7 @@ def window_queries(selector: tuple[str, ...], t0: float, t1: float, by: str = ""
         if not alts:
             continue
         if q.kind == "gauge":
-            agg = "avg" if q.name.endswith("_ratio") else "sum"
-            exprs = [f"{agg}{grp}({_series(f, selector, lab)})" for f, lab in alts]
-            out.append(PromQuery(q.name, "gauge", _first_of(exprs, False), range=True))
+            out.append(PromQuery(q.name, "gauge", _aggregated(q, selector, grp), range=True))
         elif q.kind == "counter":
             exprs = [f"sum{grp}(increase({_series(f + '_total', selector, lab)}[{w}]))" for f, lab in alts]
             out.append(PromQuery(q.name, "counter", _first_of(exprs, False)))
@@ -232,14 +239,11 @@ def series_queries(selector: tuple[str, ...], by: str = "") -> list[PromQuery]:
     grp = f" by ({by})" if by else ""
     out: list[PromQuery] = []
     for q in CANONICAL.values():
-        alts = _alternatives(q)
-        if not alts or q.kind == "histogram":
+        if q.kind == "histogram" or not _alternatives(q):
             continue
-        agg = "avg" if q.name.endswith("_ratio") else "sum"
-        suffix = "_total" if q.kind == "counter" else ""
-        exprs = [f"{agg}{grp}({_series(f + suffix, selector, lab)})" for f, lab in alts]
         part: Part = "counter" if q.kind == "counter" else "gauge"
-        out.append(PromQuery(q.name, part, _first_of(exprs, False), range=True))
+        suffix = "_total" if q.kind == "counter" else ""
+        out.append(PromQuery(q.name, part, _aggregated(q, selector, grp, suffix), range=True))
     return out
 
 
