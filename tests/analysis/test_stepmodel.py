@@ -96,3 +96,19 @@ def test_a_given_cap_bounds_the_demand_a_larger_cache_must_hold() -> None:
     redone = 11.0 * 890.0
     assert recompute_share(replace(sig, max_num_seqs=8.0)) == pytest.approx(redone / (redone + 12.4 * 2107))
     assert recompute_share(replace(sig, max_num_seqs=16.0)) == 0.0  # 16 running would not fit
+
+
+def test_a_line_whose_intercept_is_worth_more_than_a_weights_read_does_not_split_a_step() -> None:
+    # Development seed 5 #98 (Llama-3.1-70B FP8, H200, 9,952-token prompts), as the virtual sweep
+    # timed it before its steps settled: the line through a mostly-decode step and a prefill one,
+    # 20.2 ms + 0.0075 ms/token, has an intercept worth ~2,600 tokens of matmuls (it spans the
+    # roofline's corner); a line whose intercept is a weights' read is kept.
+    from tokenload.analysis.headroom import _line_rejected
+    from tokenload.analysis.stepmodel import WEIGHTS_READ_MAX_TOKENS
+
+    why = _line_rejected((20.2, 0.0075))
+    assert why is not None and "intercept worth" in why
+    assert (20.2 - STEP_OVERHEAD_MS) / 0.0075 > WEIGHTS_READ_MAX_TOKENS
+    assert _line_rejected((STEP_OVERHEAD_MS + 0.5 * WEIGHTS_READ_MAX_TOKENS * 0.01, 0.01)) is None
+    assert "saw no growth" in (_line_rejected((12.0, 0.0)) or "")
+    assert _line_rejected(None) is None

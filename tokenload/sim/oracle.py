@@ -121,6 +121,7 @@ def steady_throughput(
         scrape_interval_s=duration_s,
         drain_s=0.0,
         max_in_flight=4096,
+        settle=False,  # one level, held: nothing to settle
     )
     sweep = virtual_sweep(profile, config, workload, schedule)
     tokens = sum(1 for r in sweep.requests for t in r.token_times_s if warmup_s <= t < duration_s)

@@ -178,13 +178,18 @@ def predict(point: Point, profile: Profile | None = None) -> dict[str, float]:
     workload = VirtualWorkload(point.prompt, point.output, seed=1)
     cfg = EngineConfig(**point.config)
     if point.load == "wave":
-        # Every user sends one request at t=0; the step is too short for a second one.
+        # Every user sends one request at t=0; the step is too short for a second one, and no
+        # settle keeps the users sending (the source's fixed schedule, not a step shape's).
         sched = VirtualSchedule(
-            concurrency=(int(point.level),), step_duration_s=0.01, warmup=0.0, drain_s=600
+            concurrency=(int(point.level),), step_duration_s=0.01, warmup=0.0, drain_s=600, settle=False
         )
     else:
         sched = VirtualSchedule(
-            rates=(point.level,), step_duration_s=point.n_prompts / point.level, warmup=0.0, drain_s=600
+            rates=(point.level,),
+            step_duration_s=point.n_prompts / point.level,
+            warmup=0.0,
+            drain_s=600,
+            settle=False,
         )
     sweep = virtual_sweep(prof, cfg, workload, sched)
     recs = [r for r in sweep.records if r["failure_class"] is None]

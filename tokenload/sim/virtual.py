@@ -140,6 +140,8 @@ class VirtualDriver:
         self._seq = 0
         self._timers: list[tuple[float, int, Callable[[float], None]]] = []
         self._timer_seq = 0
+        #: A timer may set this: :meth:`run` stops once the clock reaches it (as ``until_s``).
+        self.stop_s: float | None = None
 
     def at(self, t_s: float, fn: Callable[[float], None]) -> None:
         """Call ``fn(t_s)`` once the clock reaches ``t_s``: after every step that ended by then and
@@ -192,6 +194,8 @@ class VirtualDriver:
         engine = self.engine
         while True:
             if until_s is not None and self.now_s >= until_s:
+                break
+            if self.stop_s is not None and self.now_s >= self.stop_s:
                 break
             self._fire(self.now_s, inclusive=True)
             self._admit_until(self.now_s)

@@ -63,6 +63,15 @@ class VirtualSchedule:
     max_in_flight: int = 512
     #: After the last step, how long requests still streaming may take to finish.
     drain_s: float = 300.0
+    #: Steps settle as tokenload's step shapes make them (``loadgen/shapes.py``): after a step
+    #: ends its load goes on until every request of its measured part has ended (looked at each
+    #: ``tick_s``, at most ``settle_timeout_s``; after the last step at most ``drain_s``), and the
+    #: next step's clock starts a tick after its users are spawned; an open-loop step's arrivals
+    #: stop at its end. False: steps follow back to back and load stops at the last step's end.
+    settle: bool = True
+    settle_timeout_s: float = 60.0
+    #: Locust calls a load shape's tick once a second.
+    tick_s: float = 1.0
 
     def __post_init__(self) -> None:
         if bool(self.concurrency) == bool(self.rates):
@@ -129,6 +138,173 @@ class _Prompts:
         return RequestSpec(prefix + body, out, ignore_eos=True)
 
 
+class _SweepRun:
+    """The sweep's clock-driven part: steps begin, end and settle as tokenload's step shapes
+    (``loadgen/shapes.py``) do, users send, and the server is scraped."""
+
+    def __init__(
+        self,
+        driver: VirtualDriver,
+        metrics: SimMetrics,
+        prompts: _Prompts,
+        schedule: VirtualSchedule,
+        rng: random.Random,
+    ) -> None:
+        self.driver, self.metrics, self.prompts, self.schedule, self.rng = (
+            driver,
+            metrics,
+            prompts,
+            schedule,
+            rng,
+        )
+        self.windows: list[StepWindow] = []
+        self.points: list[VirtualPoint] = []
+        self.sent_at: dict[str, float] = {}  # request id -> the time its user meant to send it
+        self.lag: dict[str, float] = {}
+        self.queued: set[str] = set()
+        self.step = 0  # the step whose load is offered (through its settle)
+        self.sending = True  # closed loop: users send again when a request ends
+        self.busy: set[int] = set()
+        self.in_flight = 0  # open loop
+        self.backlog: list[float] = []  # open loop: arrivals waiting for a free user
+        #: Per step, its measured requests not yet ended; each request's step if it is one.
+        self.outstanding: dict[int, int] = {}
+        self.measured_in: dict[str, int] = {}
+        self._scraped: set[float] = set()
+        self._last_end: float | None = None  # the last step's end, once it has begun
+
+    # -- steps ---------------------------------------------------------------------------
+    def begin(self, t: float, k: int) -> None:
+        sch = self.schedule
+        w = StepWindow(
+            k,
+            sch.concurrency[k] if sch.concurrency else sch.max_in_flight,
+            None if sch.concurrency else sch.rates[k],
+            t,
+            t + sch.warmup_s,
+            t + sch.step_duration_s,
+        )
+        self.windows.append(w)
+        self.step = k
+        self.outstanding[k] = 0
+        if k == sch.num_steps - 1:
+            self._last_end = w.end
+        for at in (w.start, w.measure_start, w.end):
+            self.scrape_at(at)  # type: ignore[arg-type]
+        self.driver.at(w.end, lambda now: self.end(now, k))  # type: ignore[arg-type]
+        if sch.concurrency:
+            self.spawn(t)
+        else:  # the step's Poisson arrivals
+            at = t
+            while True:
+                at += self.rng.expovariate(w.target_rate_rps or 1.0)
+                if at >= w.end:  # type: ignore[operator]
+                    break
+                self.driver.at(at, self.arrive)
+
+    def spawn(self, t: float) -> None:
+        for u in range(self.schedule.concurrency[self.step]):
+            if u not in self.busy:
+                self.busy.add(u)
+                self.submit(t, u)
+
+    def end(self, t: float, k: int) -> None:
+        if self.schedule.settle:
+            self._settle_check(t, t, k)
+        else:  # back to back: the next step at once
+            self._settled(t, k)
+
+    def _settle_check(self, t: float, ended: float, k: int) -> None:
+        """Settle: the step's load goes on until every request of its measured part has ended
+        (looked at each shape tick, at most --settle-timeout; after the last step, ``drain_s``)."""
+        w = self.windows[k]
+        last = k == self.schedule.num_steps - 1
+        bound = self.schedule.drain_s if last else self.schedule.settle_timeout_s
+        pending = self.outstanding[k] + sum(
+            1
+            for b in self.backlog
+            if w.measure_start <= b < w.end  # type: ignore[operator]
+        )
+        if (t > ended and (not pending or t - ended >= bound - 1e-9)) or (last and bound <= 0):
+            w.unfinished_at_decision = pending
+            self._settled(t, k)
+            return
+        nxt = min(t + self.schedule.tick_s, ended + bound) if bound > 0 else t + self.schedule.tick_s
+        self.driver.at(max(nxt, t + 1e-9), lambda now: self._settle_check(now, ended, k))
+
+    def _settled(self, t: float, k: int) -> None:
+        sch = self.schedule
+        if k + 1 < sch.num_steps:
+            if not sch.settle:
+                self.begin(t, k + 1)
+                return
+            # The next step's users are spawned now; its clock starts when the runner reports
+            # them all, at the next shape tick (shapes.StepShape._users_reached).
+            self.step = k + 1
+            if sch.concurrency:
+                self.spawn(t)
+            self.driver.at(t + sch.tick_s, lambda now: self.begin(now, k + 1))
+            return
+        self.sending = False
+        end = self.windows[k].end
+        self.driver.stop_s = end + sch.drain_s  # type: ignore[operator]
+
+    # -- requests ------------------------------------------------------------------------
+    def submit(self, at_s: float, user: int | None, intended: float | None = None) -> None:
+        rid = self.driver.submit(at_s, self.prompts.make(self.driver.engine.max_model_len), user)
+        when = at_s if intended is None else intended
+        self.sent_at[rid] = when
+        if intended is not None:
+            self.lag[rid] = at_s - intended
+            if at_s > intended:
+                self.queued.add(rid)
+        w = self.windows[-1] if self.windows else None
+        if w is not None and w.measure_start <= when < w.end:  # type: ignore[operator]
+            self.outstanding[w.index] += 1
+            self.measured_in[rid] = w.index
+
+    def arrive(self, t: float) -> None:
+        if self.in_flight < self.schedule.max_in_flight:
+            self.in_flight += 1
+            self.submit(t, None, t)
+        else:
+            self.backlog.append(t)
+
+    def on_finish(self, req: VirtualRequest, now_s: float) -> None:
+        k = self.measured_in.pop(req.request_id, None)
+        if k is not None:
+            self.outstanding[k] -= 1
+        if self.schedule.concurrency:
+            u = req.client
+            self.busy.discard(u)  # type: ignore[arg-type]
+            if self.sending and u is not None and u < self.schedule.concurrency[self.step]:
+                self.busy.add(u)
+                self.submit(now_s, u)
+        else:
+            self.in_flight -= 1
+            if self.backlog:
+                self.in_flight += 1
+                self.submit(now_s, None, self.backlog.pop(0))
+
+    # -- the server's /metrics -----------------------------------------------------------
+    def scrape_at(self, t: float) -> None:
+        key = round(t, 6)
+        if key not in self._scraped:
+            self._scraped.add(key)
+            self.driver.at(t, self._scrape)
+
+    def _scrape(self, t: float) -> None:
+        vals = parse_page(self.metrics.render().decode())
+        self.points.append(VirtualPoint(t, "sim", True, dict(vals.scalars), dict(vals.histograms)))
+
+    def periodic_scrape(self, i: int) -> None:
+        """The scraper's own clock: every ``scrape_interval_s`` until the last step's end."""
+        self.scrape_at(round(i * self.schedule.scrape_interval_s, 6))
+        nxt = round((i + 1) * self.schedule.scrape_interval_s, 6)
+        if self._last_end is None or nxt <= self._last_end:
+            self.driver.at(nxt, lambda _t: self.periodic_scrape(i + 1))
+
+
 def virtual_sweep(
     profile: Profile | str,
     config: EngineConfig | None,
@@ -149,101 +325,21 @@ def virtual_sweep(
     )
     engine = SimEngine(prof, cfg, metrics=metrics)
     driver = VirtualDriver(engine, record_timeline=False)
-    prompts = _Prompts(workload)
-    dur, warm = schedule.step_duration_s, schedule.warmup_s
-    windows = [
-        StepWindow(
-            k,
-            schedule.concurrency[k] if schedule.concurrency else schedule.max_in_flight,
-            None if schedule.concurrency else schedule.rates[k],
-            k * dur,
-            k * dur + warm,
-            (k + 1) * dur,
-        )
-        for k in range(schedule.num_steps)
-    ]
-    end_all = windows[-1].end
-    points: list[VirtualPoint] = []
-    sent_at: dict[str, float] = {}  # request id -> the time its user meant to send it
-    lag: dict[str, float] = {}
-    queued: set[str] = set()
-    state = {"step": 0}
-
-    def scrape(t: float) -> None:
-        vals = parse_page(metrics.render().decode())
-        points.append(VirtualPoint(t, "sim", True, dict(vals.scalars), dict(vals.histograms)))
-
-    ticks = {
-        round(i * schedule.scrape_interval_s, 6) for i in range(int(end_all / schedule.scrape_interval_s) + 1)
-    }
-    ticks |= {w.measure_start for w in windows} | {w.end for w in windows}
-    for t in sorted(ticks):
-        driver.at(t, scrape)
-
-    def submit(at_s: float, user: int | None, intended: float | None = None) -> None:
-        rid = driver.submit(at_s, prompts.make(engine.max_model_len), user)
-        sent_at[rid] = at_s if intended is None else intended
-        if intended is not None:
-            lag[rid] = at_s - intended
-            if at_s > intended:
-                queued.add(rid)
-
-    if schedule.concurrency:
-        busy: set[int] = set()
-
-        def start_step(t: float, k: int) -> None:
-            state["step"] = k
-            for u in range(windows[k].concurrency):
-                if u not in busy:
-                    busy.add(u)
-                    submit(t, u)
-
-        for w in windows:
-            driver.at(w.start, lambda t, k=w.index: start_step(t, k))
-
-        def on_finish(req: VirtualRequest, now_s: float) -> None:
-            u = req.client
-            busy.discard(u)  # type: ignore[arg-type]
-            if u is not None and now_s < end_all and u < windows[state["step"]].concurrency:
-                busy.add(u)
-                submit(now_s, u)
-    else:
-        rng = random.Random(workload.seed + 1)
-        in_flight = [0]
-        backlog: list[float] = []
-
-        def arrive(t: float) -> None:
-            if in_flight[0] < schedule.max_in_flight:
-                in_flight[0] += 1
-                submit(t, None, t)
-            else:
-                backlog.append(t)
-
-        for w in windows:
-            t = w.start
-            while True:
-                t += rng.expovariate(w.target_rate_rps or 1.0)
-                if t >= w.end:
-                    break
-                driver.at(t, arrive)
-
-        def on_finish(req: VirtualRequest, now_s: float) -> None:
-            in_flight[0] -= 1
-            if backlog:
-                in_flight[0] += 1
-                submit(now_s, None, backlog.pop(0))
-
-    run = driver.run(on_finish, until_s=end_all + schedule.drain_s)
+    run = _SweepRun(driver, metrics, _Prompts(workload), schedule, random.Random(workload.seed + 1))
+    driver.at(0.0, lambda t: run.begin(t, 0))
+    driver.at(0.0, lambda _t: run.periodic_scrape(0))
+    finished = driver.run(run.on_finish)
+    windows = run.windows
     records = [
-        _record(r, sent_at[r.request_id], lag.get(r.request_id), r.request_id in queued, windows)
-        for r in run.requests
+        _record(r, run.sent_at[r.request_id], run.lag.get(r.request_id), r.request_id in run.queued, windows)
+        for r in finished.requests
     ]
     steps = []
     for w in windows:
         stats = LLMStats()
         done = new_tally()
         sent = 0
-        for rec, req in zip(records, run.requests, strict=True):
+        for rec, req in zip(records, finished.requests, strict=True):
             if rec["step"] == w.index and rec["_t_sent"] >= w.measure_start:
                 sent += 1
                 if req.finished:
@@ -253,21 +349,23 @@ def virtual_sweep(
             if req.finished:  # what ended, and the tokens that arrived, in the measured part
                 tally_record(done, rec, w.measure_start, w.end, w.index)  # type: ignore[arg-type]
         done["sent"] = sent  # by the step the request belongs to, abandoned ones included
-        server = summarize_window(points, w.measure_start, w.end)  # type: ignore[arg-type]
+        server = summarize_window(run.points, w.measure_start, w.end)  # type: ignore[arg-type]
         steps.append(step_summary(w, stats, done, server, None, []))
     for rec in records:
         rec.pop("_itl")
         rec.pop("_t_sent")
-    return VirtualSweep(steps, records, points, engine, run.requests, windows)
+    return VirtualSweep(steps, records, run.points, engine, finished.requests, windows)
 
 
 def _record(
     req: VirtualRequest, intended: float, lag_s: float | None, queued: bool, windows: list[StepWindow]
 ) -> dict[str, Any]:
     t_sent = req.arrival_s
-    step = max((w.index for w in windows if w.start <= intended), default=0)
-    window = windows[step]
-    measured = window.measure_start is not None and window.measure_start <= intended
+    # The step it was sent in: none between a step's end and the next one's start (its settle
+    # and the next step's spawn), as a run's phase messages tag it.
+    window = next((w for w in windows if w.start <= intended < w.end), None)  # type: ignore[operator]
+    step = None if window is None else window.index
+    measured = window is not None and window.measure_start <= intended  # type: ignore[operator]
     if not req.finished:
         timing = compute_timing(
             t_sent, req.token_times_s, [1] * len(req.token_times_s), None, req.num_output_tokens
@@ -288,7 +386,7 @@ def _record(
         "name": "completion",
         "step": step,
         # As a run's records say them: the phase the request started in, and its status.
-        "phase": "measure" if measured else "warmup",
+        "phase": "measure" if measured else "warmup" if window is not None else None,
         "status": "ok" if failure is None else failure,
         "wall_start": intended,
         "failure_class": failure,
