@@ -54,6 +54,19 @@ _SETTLE_MAX_S = 5.0
 _SHRINK_MAX_S = 30.0
 
 
+class _DeliberateRamp(logging.Filter):
+    """Drops Locust's "spawn rate is very high" warning while a tokenload shape sets the rate: a
+    step's clock starts only once all its users run, so the ramp is fast on purpose (``_spawn``:
+    the step's users in about a second; ``_drain``: stop them at once, their requests finish within
+    --stop-timeout). A user's own ``-r`` in a run without a tokenload shape still gets it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "spawn rate is very high" not in record.getMessage()
+
+
+_RAMP_FILTER = _DeliberateRamp()
+
+
 def _opt(shape: LoadTestShape, name: str) -> Any:
     """A run option's value, or its default from the option table (library use, no parsing)."""
     return option_value(shape.runner.environment.parsed_options, name)
@@ -79,6 +92,7 @@ class StepShape(LoadTestShape):
         self._shrink_since: float | None = None
         self._slo_breaches = 0
         self._moe: dict[str, float] | None = None
+        logging.getLogger("locust.runners").addFilter(_RAMP_FILTER)  # once: a filter is a set member
 
     # -- what subclasses provide -----------------------------------------------------------------
     def next_step(self, index: int, steps: list[dict[str, Any]]) -> Step | None:
