@@ -130,6 +130,10 @@ def _unloaded_e2e_s(profile: str, config: EngineConfig, workload: VirtualWorkloa
 
 #: Where --cache keeps the sweeps and oracle answers (set in main; forked workers inherit it).
 CACHE: Path | None = None
+#: Part of every cache key: bump it when the virtual sweep records differently, so a kept
+#: sweep from before is not judged as if it were today's. 2: steps settle and users spawn as the
+#: step shapes make them, and send again a client turnaround after a response (2026-12-05).
+SWEEP_VERSION = 2
 #: --given-max-num-seqs: judge as a user who tells tokenload the server's max_num_seqs
 #: (--server-max-num-seqs); vLLM's /metrics does not show it.
 GIVEN_CAP = False
@@ -143,7 +147,7 @@ def _judge(steps: list[dict[str, Any]], sc: dict[str, Any]) -> list[dict[str, An
 def _cache_path(sc: dict[str, Any], from_top: int) -> Path | None:
     if CACHE is None:
         return None
-    key = hashlib.sha256(json.dumps([sc, from_top], sort_keys=True).encode()).hexdigest()[:20]
+    key = hashlib.sha256(json.dumps([sc, from_top, SWEEP_VERSION], sort_keys=True).encode()).hexdigest()[:20]
     return CACHE / f"{sc['index']:04d}-{from_top}-{key}.json"
 
 

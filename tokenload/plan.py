@@ -153,7 +153,9 @@ def main(argv: list[str] | None = None) -> int:
         sweep = virtual_sweep(profile, config, workload, schedule)
     except ValueError as exc:
         _fail(str(exc))
-    steps, knee = judge_steps(sweep.steps)
+    # Judged as a run whose user gives the server's max_num_seqs (--server-max-num-seqs): the
+    # emulated engine's is the user's own setting (--sim-args, or the default), not an internal.
+    steps, knee = judge_steps(sweep.steps, max_num_seqs=config.max_num_seqs)
     # The capacity, goodput and replicas exactly as `tokenload report` computes them.
     from tokenload.report.model import build_model
 
@@ -173,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
             v_sweep = virtual_sweep(v_profile, v_config, workload, schedule)
         except ValueError as exc:
             _fail(f"--set {change.text}: {exc}")
-        v_steps, v_knee = judge_steps(v_sweep.steps)
+        v_steps, v_knee = judge_steps(v_sweep.steps, max_num_seqs=v_config.max_num_seqs)
         v_model = build_model(
             {"steps": v_steps, "knee": v_knee}, v_sweep.records, [], slo=slo, target=target, headroom=headroom
         )
@@ -224,7 +226,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{v['bottleneck']} ({v['decided_by']})"
         )
     if knee:
-        last = knee["last_unsaturated_concurrency"] or knee["last_unsaturated_rate_rps"] or "-"
+        users, rate = knee["last_unsaturated_concurrency"], knee["last_unsaturated_rate_rps"]
+        last = f"{users} user{'s' if users != 1 else ''}" if users else f"{rate:g} req/s" if rate else "-"
         print(f"knee: step {knee['step']} ({knee['bottleneck']}); last unsaturated: {last}")
     else:
         print("knee: not reached: no saturated step the next load confirms")
@@ -305,7 +308,7 @@ def _write_run(run_dir: Path, out: dict[str, Any], sweep: Any) -> None:
         "steps": out["steps"],
         "knee": out["knee"],
         "gpu_peaks": None,
-        "server_max_num_seqs": None,
+        "server_max_num_seqs": out["prediction"]["engine"]["max_num_seqs"],
         "totals": None,
         "workers": ["virtual"],
         "workers_lost": [],

@@ -156,3 +156,20 @@ def test_a_plans_lengths_and_steps_default_as_a_sweeps() -> None:
     run = run_defaults()
     assert (args.prompt_tokens, args.output_tokens) == (run["prompt_tokens"], run["output_tokens"])
     assert (args.step_duration, args.warmup) == (run["step_duration"], run["warmup"])
+
+
+def test_a_plan_judges_with_the_cap_the_user_set(tmp_path: Path) -> None:
+    # Found by a new-user walkthrough: with --max-num-seqs 32 the 64-user step ran 32 with the
+    # rest waiting and was called memory_bandwidth; the plan knows the cap the user set, as a run
+    # knows the one --server-max-num-seqs gives, and the report of its run directory keeps it.
+    out = _plan("--sim-args=--max-num-seqs 32", "--concurrency", "16,64", "--step-duration", "20", "--json",
+                "--out", str(tmp_path / "plan"))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    top = json.loads(out.stdout)["steps"][-1]
+    assert top["server"]["requests_running"]["max"] == 32
+    assert top["verdict"]["bottleneck"] == "scheduler_limit", top["verdict"]
+    assert json.loads((tmp_path / "plan" / "summary.json").read_text())["server_max_num_seqs"] == 32
+    what_if = _plan("--concurrency", "16,64", "--step-duration", "20", "--json", "--set", "max_num_seqs=32")
+    assert what_if.returncode == 0, what_if.stderr
+    row = json.loads(what_if.stdout)["what_if"][1]
+    assert row["steps"][-1]["bottleneck"] == "scheduler_limit", row

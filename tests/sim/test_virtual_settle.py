@@ -77,17 +77,96 @@ def test_an_open_loop_step_sends_nothing_while_it_settles() -> None:
 
 
 def test_a_settle_bound_cuts_the_wait_and_says_how_many_it_cut() -> None:
-    # Requests that live ~30 s, all sent in the measured part (no warm-up), against a 3 s settle
-    # bound: the next step starts without them.
+    # Requests of ~7.5 s: each user's second one is sent in the measured part (no warm-up) and is
+    # still streaming at the end; a 3 s settle bound starts the next step without them.
     vs = virtual_sweep(
         A40,
         None,
-        VirtualWorkload("256", "1024", seed=5),
+        VirtualWorkload("256", "256", seed=5),
         VirtualSchedule(concurrency=(4, 8), step_duration_s=10.0, warmup=0.0, settle_timeout_s=3.0),
     )
     first, second = vs.windows
-    assert first.unfinished_at_decision > 0
+    assert first.unfinished_at_decision == 4
     assert second.start == pytest.approx(first.end + 3.0 + 1.0)
+
+
+def test_a_fractional_settle_bound_is_seen_at_a_tick() -> None:
+    # The shape looks once a tick: a 2.5 s bound is noticed 3 s after the end.
+    vs = virtual_sweep(
+        A40,
+        None,
+        VirtualWorkload("256", "256", seed=5),
+        VirtualSchedule(concurrency=(4, 8), step_duration_s=10.0, warmup=0.0, settle_timeout_s=2.5),
+    )
+    first, second = vs.windows
+    assert first.unfinished_at_decision == 4
+    assert second.start == pytest.approx(first.end + 3.0 + 1.0)
+
+
+def test_users_spawn_at_once_before_the_clock_starts() -> None:
+    # Locust dispatches floor(rate) users a second at once (locust/dispatch.py); at the shapes'
+    # rate a step's users all start together, before its clock, which starts at the next tick.
+    # Over 1,000 users, 1,000 a second.
+    vs = virtual_sweep(
+        A40,
+        None,
+        VirtualWorkload("128", "64", seed=7),
+        VirtualSchedule(concurrency=(16, 64), step_duration_s=5.0),
+    )
+    first_of: dict[int, float] = {}
+    for r in sorted(vs.requests, key=lambda r: r.arrival_s):
+        first_of.setdefault(r.client, r.arrival_s)
+    assert {first_of[u] for u in range(16)} == {0.0}
+    assert vs.windows[0].start == pytest.approx(1.0)
+    assert [first_of[u] for u in range(16, 64)] == pytest.approx([vs.windows[1].start - 1.0] * 48)
+    assert all(r["step"] is None for r in vs.records if r["wall_start"] < 1.0)
+    big = virtual_sweep(
+        A40,
+        None,
+        VirtualWorkload("16", "4", seed=7),
+        VirtualSchedule(concurrency=(2500,), step_duration_s=4.0),
+    )
+    firsts: dict[int, float] = {}
+    for r in sorted(big.requests, key=lambda r: r.arrival_s):
+        firsts.setdefault(r.client, r.arrival_s)
+    assert sorted(set(firsts.values())) == [0.0, 1.0, 2.0]
+    assert big.windows[0].start == pytest.approx(3.0)
+
+
+def test_going_down_the_clock_waits_for_the_extra_users_to_stop() -> None:
+    # 16 users, then 2: the 14 extra users' requests (~7.5 s) end before the 2-user step's clock.
+    vs = virtual_sweep(
+        A40,
+        None,
+        VirtualWorkload("256", "256", seed=8),
+        VirtualSchedule(concurrency=(16, 2), step_duration_s=10.0),
+    )
+    second = vs.windows[1]
+    extra_ends = [r.token_times_s[-1] for r in vs.requests if r.client >= 2]
+    assert max(extra_ends) <= second.start
+    assert second.start - max(extra_ends) <= 1.0 + 1e-9
+    assert all(r.client < 2 for r in vs.requests if r.arrival_s >= second.start)
+
+
+def test_an_overloaded_open_loop_step_drops_the_arrivals_no_user_was_free_for() -> None:
+    # 8 users for 20 and 40 arrivals a second: most arrivals wait for a free user. At the step's
+    # end the pacer drops its schedule (loadgen/pacing.py): none of them is sent after it, and
+    # the settle waits only for what was sent.
+    vs = virtual_sweep(
+        A40,
+        None,
+        VirtualWorkload("256", "64", seed=9),
+        VirtualSchedule(rates=(20.0, 40.0), step_duration_s=10.0, warmup=0.2, max_in_flight=8),
+    )
+    by_id = {r.request_id: r for r in vs.requests}
+    for w in vs.windows:
+        mine = [r for r in vs.records if r["step"] == w.index]
+        assert mine and all(by_id[r["request_id"]].arrival_s < w.end for r in mine)
+        assert w.unfinished_at_decision == 0
+        assert w.concurrency is None and w.target_rate_rps is not None
+    # A waiting arrival counts in the phase it was sent in.
+    queued = [r for r in vs.records if r["send_queued"] and r["step"] == 0]
+    assert any(r["phase"] == "measure" and r["wall_start"] < vs.windows[0].measure_start for r in queued)
 
 
 def test_back_to_back_steps_when_settling_is_off() -> None:
@@ -99,3 +178,29 @@ def test_back_to_back_steps_when_settling_is_off() -> None:
     )
     assert [(w.start, w.end) for w in vs.windows] == [(0.0, 10.0), (10.0, 20.0)]
     assert all(r["step"] is not None for r in vs.records)
+
+
+def test_a_users_next_request_misses_the_engine_step_that_starts_as_its_last_one_ends() -> None:
+    # Against the emulator over loopback (tokenload sweep --concurrency 4,16,64 --step-duration 8
+    # --prompt-tokens 128 --output-tokens 64, 2026-12-05), a request reached the server a median
+    # 0.74 ms after its user's previous one's last token, so it waited for the engine step that
+    # had just begun: TTFT p50 at 16 users 194.4 ms. Sent again at that very instant, the virtual
+    # users' requests joined that step: 168.1 ms.
+    workload = VirtualWorkload("128", "64", seed=1)
+
+    def ttft_p50(turnaround: float) -> float:
+        sch = VirtualSchedule(concurrency=(4, 16, 64), step_duration_s=8.0, client_turnaround_s=turnaround)
+        vs = virtual_sweep(A40, None, workload, sch)
+        by_client: dict[int, list] = {}
+        for r in vs.requests:
+            by_client.setdefault(r.client, []).append(r)
+        for reqs in by_client.values():
+            reqs.sort(key=lambda r: r.arrival_s)
+            for prev, nxt in zip(reqs, reqs[1:], strict=False):
+                assert nxt.arrival_s - prev.token_times_s[-1] == pytest.approx(turnaround, abs=1e-9) or (
+                    nxt.arrival_s in {w.start - 1.0 for w in vs.windows}  # spawned for a step
+                )
+        return vs.steps[1]["ttft_ms"]["p50"]
+
+    assert ttft_p50(0.001) == pytest.approx(194.4, rel=0.05)
+    assert ttft_p50(0.0) < 0.9 * 194.4

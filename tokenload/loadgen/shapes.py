@@ -38,7 +38,15 @@ from typing import Any
 from tokenload.loadgen import plugin
 from tokenload.loadgen.option_table import option_value
 from tokenload.loadgen.pacing import OPEN_LOOP_OPTION
-from tokenload.loadgen.steps import Step, parse_concurrency_list, parse_rate_list, rate_staircase, staircase
+from tokenload.loadgen.steps import (
+    SHRINK_MAX_S,
+    Step,
+    parse_concurrency_list,
+    parse_rate_list,
+    rate_staircase,
+    spawn_rate,
+    staircase,
+)
 
 __all__ = ["ContextSweepShape", "KneeShape", "RateShape", "StaircaseShape", "StepShape"]
 
@@ -49,9 +57,6 @@ _REPORT_GRACE_S = 3.5
 #: The most a step's settle waits for the workers' reports (the measured requests' end is
 #: bounded by --settle-timeout instead).
 _SETTLE_MAX_S = 5.0
-#: Going down, how long the previous step's extra users may take to stop before the step's
-#: clock starts anyway (with a warning): a user that does not stop must not hang the run.
-_SHRINK_MAX_S = 30.0
 
 
 class _DeliberateRamp(logging.Filter):
@@ -114,7 +119,7 @@ class StepShape(LoadTestShape):
         return plugin.context_of(self.runner.environment)
 
     def _spawn(self, step: Step) -> tuple[int, float]:
-        return step.concurrency, float(max(min(step.concurrency, 1000), 10))
+        return step.concurrency, spawn_rate(step.concurrency)
 
     def tick(self) -> tuple[int, float] | None:
         now = time.time()
@@ -201,7 +206,7 @@ class StepShape(LoadTestShape):
 
     def _users_reached(self, step: Step, now: float) -> bool:
         """The runner holds the step's users: all of them, and no more (going down, the extra
-        users of the previous step have stopped, or _SHRINK_MAX_S passed)."""
+        users of the previous step have stopped, or SHRINK_MAX_S passed)."""
         count = self.runner.user_count
         if count < step.concurrency:
             return False
@@ -209,12 +214,12 @@ class StepShape(LoadTestShape):
             return True
         if self._shrink_since is None:
             self._shrink_since = now
-        if now - self._shrink_since >= _SHRINK_MAX_S:
+        if now - self._shrink_since >= SHRINK_MAX_S:
             log.warning(
                 "tokenload: step %d: %d users still running after %g s (want %d); starting its clock",
                 step.index,
                 count,
-                _SHRINK_MAX_S,
+                SHRINK_MAX_S,
                 step.concurrency,
             )
             return True

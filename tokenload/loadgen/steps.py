@@ -6,13 +6,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = [
+    "SHRINK_MAX_S",
     "Step",
     "StepSpecError",
     "parse_concurrency_list",
     "parse_rate_list",
     "rate_staircase",
+    "spawn_rate",
     "staircase",
 ]
+
+#: Going down, how long the previous step's extra users may take to stop before the step's
+#: clock starts anyway (with a warning): a user that does not stop must not hang the run.
+SHRINK_MAX_S = 30.0
+
+
+def spawn_rate(users: int) -> float:
+    """Users a second a step of ``users`` is spawned at (at least 10, at most 1,000): Locust
+    dispatches ``floor(rate)`` users at once each second, so a step of up to 1,000 users starts
+    them all at once, and its clock (which waits for them all) a tick later. The virtual sweep
+    spawns as this says."""
+    return float(max(min(users, 1000), 10))
 
 
 class StepSpecError(ValueError):
