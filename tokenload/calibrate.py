@@ -162,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         PARAMETERS,
         fit_errors,
         fit_profile,
+        pinned_figures,
         values_of,
         with_values,
     )
@@ -236,7 +237,10 @@ def main(argv: list[str] | None = None) -> int:
                 "output_tokens_per_s": {"measured": o.output_tokens_per_s, "fitted": p.output_tokens_per_s},
                 # What the fit used of this step (empty: only checked against the fit).
                 "fitted_on": _fitted_on(o.concurrency, batched or not single, args.fit_api_server),
+                # The worst relative error of the figures the step pins (``error_of``); the others
+                # are shown, not fitted (a batched step's TTFT p50 depends on how its users line up).
                 "worst_error": max((abs(e) for e in errs), default=None),
+                "error_of": pinned_figures(o, args.fit_api_server),
             }
         )
     base_values = values_of(profile)
@@ -299,13 +303,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"  (+-: relative standard error were every figure {100 * FIGURE_NOISE:g} % off)")
     cols = f"{'TTFT p50 ms':>19} {'TPOT p50 ms':>17} {'output tok/s':>21}"
-    print(f"{'step':<28} {'users':>5} {'prompt':>6} {cols}  worst error")
+    print(f"{'step':<28} {'users':>5} {'prompt':>6} {cols}  worst error of what it pins")
     for s in steps:
         t, q, r = s["ttft_ms_p50"], s["tpot_ms_p50"], s["output_tokens_per_s"]
         ttft = f"{_num(t['measured'])} -> {_num(t['fitted'])}"
         tpot = f"{_num(q['measured'])} -> {_num(q['fitted'])}"
         rate = f"{_num(r['measured'])} -> {_num(r['fitted'])}"
         worst = "-" if s["worst_error"] is None else f"{100 * s['worst_error']:.1f} %"
+        worst += f" ({', '.join(_SHORT[n] for n in s['error_of'])})" if s["error_of"] else ""
         worst += "" if s["fitted_on"] else " (checked, not fitted)"
         cols = f"{ttft:>19} {tpot:>17} {rate:>21}"
         print(f"{s['step']:<28} {s['concurrency']:>5} {s['prompt_tokens']:>6} {cols}  {worst}")
@@ -320,6 +325,10 @@ def _fitted_on(concurrency: int, batched_tpot: bool, throughput: bool) -> list[s
     if concurrency <= 1:
         return ["ttft_ms_p50", "tpot_ms_p50"]
     return (["tpot_ms_p50"] if batched_tpot else []) + (["output_tokens_per_s"] if throughput else [])
+
+
+#: The step table's names of the figures a step pins.
+_SHORT = {"ttft_ms_p50": "TTFT", "tpot_ms_p50": "TPOT", "output_tokens_per_s": "tok/s"}
 
 
 def _num(v: float | None) -> str:

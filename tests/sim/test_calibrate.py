@@ -251,6 +251,10 @@ def test_fit_api_server_recovers_a_hidden_api_servers_cost(tmp_path: Path) -> No
     assert api["determined"], api
     assert api["fitted"] == pytest.approx(0.01, rel=0.10), api
     assert "output_tokens_per_s" in result["steps"][-1]["fitted_on"]
+    # The step table's error names what it is the error of (a walkthrough read "0.0 %" beside a
+    # batched step's TTFT 24 % off: that figure is shown, not pinned).
+    assert result["steps"][-1]["error_of"] == ["tpot_ms_p50", "output_tokens_per_s"]
+    assert result["steps"][0]["error_of"] == ["tpot_ms_p50", "ttft_ms_p50"]
     assert load_profile(fitted).api_request_cpu_s == pytest.approx(api["fitted"])
     other = ["--concurrency", "8,32,128", "--prompt-tokens", "256", "--output-tokens", "32"]
     actual = _plan(tmp_path, hidden, "", *other)["steps"]

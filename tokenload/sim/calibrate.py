@@ -59,6 +59,7 @@ __all__ = [
     "levenberg_marquardt",
     "nelder_mead",
     "perturbed_values",
+    "pinned_figures",
     "predict",
     "to_unit",
     "uncertainty",
@@ -220,22 +221,27 @@ def with_values(profile: Profile, values: dict[str, float], description: str | N
     return profile.model_copy(update=update)
 
 
-def fit_errors(
-    obs: Observation, pred: Prediction, throughput: bool = False, batched_tpot: bool = True
-) -> list[float]:
-    """Relative errors of the figures a step pins down. A single user: TTFT and TPOT (exact in
-    the emulator: nothing else runs). Users sharing the server: TPOT (unless not
+def pinned_figures(obs: Observation, throughput: bool = False, batched_tpot: bool = True) -> list[str]:
+    """The figures (Observation field names) a step pins down. A single user: TPOT and TTFT
+    (exact in the emulator: nothing else runs). Users sharing the server: TPOT (unless not
     ``batched_tpot``), and with ``throughput`` (the API fit) output tokens/s, last. Their TTFT
     p50 with requests of one length depends on how the users' requests happen to line up (a
     replay that starts them otherwise differs by 20-30 % with the true profile); their TPOT by
     0-9 % and their throughput by 0-8 % (against tokenload plan's steps, H100 profile, 4-64
     users, 16-256 output tokens, 2026-12-04; short outputs the most)."""
     if obs.concurrency <= 1:
-        pairs = [(obs.tpot_ms_p50, pred.tpot_ms_p50), (obs.ttft_ms_p50, pred.ttft_ms_p50)]
-    else:
-        pairs = [(obs.tpot_ms_p50, pred.tpot_ms_p50)] if batched_tpot else []
-        if throughput:
-            pairs.append((obs.output_tokens_per_s, pred.output_tokens_per_s))
+        return ["tpot_ms_p50", "ttft_ms_p50"]
+    names = ["tpot_ms_p50"] if batched_tpot else []
+    if throughput:
+        names.append("output_tokens_per_s")
+    return names
+
+
+def fit_errors(
+    obs: Observation, pred: Prediction, throughput: bool = False, batched_tpot: bool = True
+) -> list[float]:
+    """Relative errors of the figures the step pins down (:func:`pinned_figures`)."""
+    pairs = [(getattr(obs, n), getattr(pred, n)) for n in pinned_figures(obs, throughput, batched_tpot)]
     return [p / m - 1.0 for m, p in pairs if m is not None and m > 0]
 
 
