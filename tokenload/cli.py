@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 __all__ = ["main"]
@@ -46,7 +47,13 @@ def main(argv: list[str] | None = None) -> int:
     import importlib
 
     module = importlib.import_module(_COMMANDS[cmd][0])
-    return int(module.main(rest) or 0)
+    try:
+        return int(module.main(rest) or 0)
+    except BrokenPipeError:
+        # The reader went away (`tokenload plan ... | head`): stop quietly, as a Unix tool does;
+        # stdout goes to /dev/null so the interpreter's last flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from typing import Any, NoReturn
 
 from tokenload.cli_args import OneLineParser
 from tokenload.loadgen.option_table import run_defaults
+from tokenload.loadgen.option_types import positive_seconds
 
 __all__ = ["build_parser", "main"]
 
@@ -57,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prefix-groups", type=int, default=1, help="distinct shared prefixes (default 1)")
     p.add_argument(
         "--step-duration",
-        type=float,
+        type=positive_seconds,
         default=run["step_duration"],
         help=f"seconds per step (default {run['step_duration']:g})",
     )

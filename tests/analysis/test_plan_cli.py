@@ -49,11 +49,15 @@ def test_plan_bad_input_is_one_line() -> None:
         ["--concurrency", "2", "--slo", "ttft_p42_ms=5"],
         ["--concurrency", "2", "--target-rps", "-3"],
         ["--concurrency", "2", "--target-users", "4", "--headroom", "-1"],
+        ["--concurrency", "2", "--step-duration", "0"],
     ]
     for args in cases:
         out = _plan(*args)
         assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, (args, out.stderr)
         assert "Traceback" not in out.stderr
+    assert (
+        "--step-duration" in _plan("--concurrency", "2", "--step-duration", "0").stderr
+    )  # the flag, by name
 
 
 def test_what_if_is_the_same_sweep_run_with_the_changed_settings(tmp_path: Path) -> None:

@@ -5,6 +5,8 @@ engine's own request times (ground truth)."""
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 
 from tokenload.sim.virtual_sweep import VirtualSchedule, VirtualWorkload, virtual_sweep
@@ -46,7 +48,7 @@ def test_a_steps_measured_requests_end_before_the_next_step_spawns(output: str) 
         VirtualSchedule(concurrency=levels, step_duration_s=10.0, warmup=0.2),
     )
     by_id = {r.request_id: r for r in vs.requests}
-    for k, (w, nxt) in enumerate(zip(vs.windows, vs.windows[1:], strict=False)):
+    for k, (w, nxt) in enumerate(pairwise(vs.windows)):
         measured = [r for r in vs.records if r["step"] == k and r["phase"] == "measure"]
         assert measured
         last_end = max(by_id[r["request_id"]].token_times_s[-1] for r in measured)
@@ -71,7 +73,7 @@ def test_an_open_loop_step_sends_nothing_while_it_settles() -> None:
         VirtualWorkload("256", "lognormal:mean=128,sigma=0.8", seed=2),
         VirtualSchedule(rates=(1.0, 4.0, 8.0), step_duration_s=15.0, warmup=0.25, max_in_flight=4096),
     )
-    for w, nxt in zip(vs.windows, vs.windows[1:], strict=False):
+    for w, nxt in pairwise(vs.windows):
         assert nxt.start >= w.end + 2.0 - 1e-9  # at least a tick of settle and a tick of spawn
         assert not [r for r in vs.records if w.end <= r["wall_start"] < nxt.start]
 
@@ -196,7 +198,7 @@ def test_a_users_next_request_misses_the_engine_step_that_starts_as_its_last_one
             by_client.setdefault(r.client, []).append(r)
         for reqs in by_client.values():
             reqs.sort(key=lambda r: r.arrival_s)
-            for prev, nxt in zip(reqs, reqs[1:], strict=False):
+            for prev, nxt in pairwise(reqs):
                 assert nxt.arrival_s - prev.token_times_s[-1] == pytest.approx(turnaround, abs=1e-9) or (
                     nxt.arrival_s in {w.start - 1.0 for w in vs.windows}  # spawned for a step
                 )
