@@ -130,6 +130,14 @@ def observations_from_run(run_dir: Path) -> tuple[list[Any], list[str]]:
     return out, notes
 
 
+def _is_prediction(run_dir: Path) -> bool:
+    """Whether a run directory holds a prediction (``tokenload plan --out``), not a measured run."""
+    try:
+        return "prediction" in json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+
+
 def _fixed(items: list[str]) -> dict[str, float]:
     from tokenload.sim.calibrate import ALL_PARAMETERS as PARAMETERS
 
@@ -180,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
             profile = load_profile(args.base_profile)
         except ProfileError as exc:
             _fail(f"--base-profile: {exc}")
-    observations, notes = [], []
+    observations, notes, warnings = [], [], []
     for run in args.runs:
         try:
             obs, left = observations_from_run(run)
@@ -188,6 +196,11 @@ def main(argv: list[str] | None = None) -> int:
             _fail(str(exc))
         observations += obs
         notes += left
+        if _is_prediction(run):
+            warnings.append(
+                f"{run} is a prediction (tokenload plan), not a measurement: the fit reproduces "
+                "the profile that predicted it; it does not twin a server"
+            )
     if not observations:
         _fail("no closed-loop step with successful requests in " + ", ".join(map(str, args.runs)))
     single = any(o.concurrency <= 1 for o in observations)
@@ -216,6 +229,12 @@ def main(argv: list[str] | None = None) -> int:
         or (p in API_PARAMETERS and (args.fit_api_server or p.name in fixed))
     ]
     wall = time.perf_counter() - t0
+    fitted_names = [p.name for p in shown if p.name not in fixed]
+    if fitted_names and set(fitted_names) <= set(fit.undetermined):
+        warnings.append(
+            "no fitted parameter is determined by these runs: the profile is the base's, moved "
+            "within the noise (add a context sweep at 1 user)"
+        )
     runs = ", ".join(str(r) for r in args.runs)
     weak = f"; not determined by them: {', '.join(fit.undetermined)}" if fit.undetermined else ""
     description = (
@@ -271,6 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         "evaluations": fit.evaluations,
         "wall_s": round(wall, 2),
         "left_out": notes,
+        "warnings": warnings,
     }
     header = [
         f"# Fitted by tokenload calibrate on {datetime.date.today().isoformat()} from: {runs}",
@@ -287,6 +307,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result))
         return 0
     print(f"fitted {len(observations)} steps in {wall:.1f} s ({fit.evaluations} evaluations)")
+    for w in warnings:
+        print(f"warning: {w}")
     for p in shown:
         d = result["parameters"][p.name]
         value = d["fixed"] if d["fixed"] is not None else d["fitted"]

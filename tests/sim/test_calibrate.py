@@ -255,6 +255,8 @@ def test_fit_api_server_recovers_a_hidden_api_servers_cost(tmp_path: Path) -> No
     # batched step's TTFT 24 % off: that figure is shown, not pinned).
     assert result["steps"][-1]["error_of"] == ["tpot_ms_p50", "output_tokens_per_s"]
     assert result["steps"][0]["error_of"] == ["tpot_ms_p50", "ttft_ms_p50"]
+    # These runs are plan's predictions: said so (the fit reproduces a profile, twins no server).
+    assert any("is a prediction" in w for w in result["warnings"]), result["warnings"]
     assert load_profile(fitted).api_request_cpu_s == pytest.approx(api["fitted"])
     other = ["--concurrency", "8,32,128", "--prompt-tokens", "256", "--output-tokens", "32"]
     actual = _plan(tmp_path, hidden, "", *other)["steps"]
@@ -264,3 +266,21 @@ def test_fit_api_server_recovers_a_hidden_api_servers_cost(tmp_path: Path) -> No
         assert p["ttft_ms"]["p50"] == pytest.approx(a["ttft_ms"]["p50"], rel=0.10), a["concurrency"]
     # The top step is the API server's cap, 100 requests (3,200 tokens) a second.
     assert actual[-1]["output_tokens_per_s"] == pytest.approx(3200.0, rel=0.02)
+
+
+def test_runs_that_determine_nothing_are_warned_of_first(tmp_path: Path) -> None:
+    # A new-user walkthrough calibrated one A40 staircase (4/16/64 users, 128-token prompts):
+    # all six parameters came out "not determined", the profile was written and the only hint was
+    # the last line. Now a warning says so before the parameters.
+    run = tmp_path / "stair"
+    argv = ["--concurrency", "4,16,64", "--prompt-tokens", "128", "--output-tokens", "64",
+            "--step-duration", "8", "--out", str(run), "--json"]  # fmt: skip
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert plan.main(argv) == 0
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert calibrate.main([str(run), "-o", str(tmp_path / "c.yaml"), "--max-evals", "60"]) == 0
+    head = buf.getvalue().splitlines()[:4]
+    assert any(
+        line.startswith("warning: no fitted parameter is determined by these runs") for line in head
+    ), head
