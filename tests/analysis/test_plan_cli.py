@@ -139,10 +139,14 @@ def test_a_planned_run_reports_as_a_prediction_with_its_what_ifs(tmp_path: Path)
     assert out.returncode == 0, out.stderr
     assert "what if" in out.stdout and "max_num_seqs=2" in out.stdout
     rep = subprocess.run(
-        [sys.executable, "-m", "tokenload", "report", str(tmp_path / "plan")],
+        [sys.executable, "-m", "tokenload", "report", str(tmp_path / "plan"), "--slo", "ttft_p95_ms=1000"],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert rep.returncode == 0, rep.stderr
+    # The terminal says it too, and a predicted capacity is not called measured (walkthrough).
+    assert rep.stdout.startswith("Prediction, not a measurement"), rep.stdout[:200]
+    capacity = next(line for line in rep.stdout.splitlines() if line.startswith("Capacity per replica"))
+    assert capacity.endswith("output tokens/s predicted."), capacity
     for name in ("report.md", "report.html"):
         text = (tmp_path / "plan" / name).read_text()
         assert "Prediction, not a measurement" in text and "a40-qwen2.5-7b" in text, name

@@ -15,7 +15,7 @@ from tokenload.cli_args import OneLineParser
 from tokenload.report.capacity import DEFAULT_HEADROOM, SLOError, Target, parse_slo
 from tokenload.report.markdown import capacity_lines
 from tokenload.report.rundir import ReportError
-from tokenload.report.tables import COLUMNS, step_cells, text_table
+from tokenload.report.tables import COLUMNS, prediction_sentence, step_cells, text_table
 from tokenload.report.writer import load_and_model, write_model
 
 __all__ = ["build_parser", "main", "parse_thresholds"]
@@ -78,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"{PROG}: cannot write the report: {exc}", file=sys.stderr)
         return 2
+    if (line := prediction_sentence(model.summary)) is not None:
+        print(line)
     print(text_table(COLUMNS, [step_cells(s) for s in model.steps]))
     print()
     print(model.knee_sentence())

@@ -67,9 +67,10 @@ def capacity_lines(model: ReportModel) -> list[str]:
         )
     else:
         unit = cap.load_unit
+        seen = "predicted" if model.summary.get("prediction") else "measured"
         lines.append(
             f"Capacity per replica: {cap.load:g} {unit} (step {cap.step_index}; {cap.basis}): "
-            f"{cap.requests_per_s:.2f} req/s, {cap.output_tokens_per_s:.1f} output tokens/s measured."
+            f"{cap.requests_per_s:.2f} req/s, {cap.output_tokens_per_s:.1f} output tokens/s {seen}."
         )
         if cap.share is not None:
             share = cap.share.request_share
@@ -78,7 +79,7 @@ def capacity_lines(model: ReportModel) -> list[str]:
             else:
                 lines.append(
                     f"Goodput there: {cap.goodput_requests_per_s:.2f} req/s and "
-                    f"{cap.goodput_output_tokens_per_s:.1f} output tokens/s = the step's measured rates "
+                    f"{cap.goodput_output_tokens_per_s:.1f} output tokens/s = the step's {seen} rates "
                     f"x the share of its {cap.share.requests} measured requests that individually met every "
                     f"per-request limit (TTFT/TPOT/E2E; ITL limits judge steps only): "
                     f"{cap.share.good}/{cap.share.requests} = {100 * share:.1f} %."
