@@ -297,6 +297,8 @@ def print_findings(summary: dict[str, Any]) -> None:
         else:
             at, below = f"{knee['concurrency']} users", f"{knee['last_unsaturated_concurrency']} users"
         print(f"\nsaturated at step {knee['step']} ({at}): {knee['bottleneck']}; last unsaturated: {below}")
+    elif search.get("shape") == "context_sweep":
+        print("\na context sweep: one load, prompt length changing by step (no knee to find)")
     else:
         print("\nnot saturated at any step: raise the load to find the knee")
     if search.get("shape") == "knee":

@@ -34,3 +34,22 @@ def test_the_demo_keeps_the_step_table_and_drops_locusts_tables() -> None:
     assert "# reqs" not in shown and "percentiles" not in shown
     assert shown.lstrip().startswith("step") and "not saturated at any step" in shown
     assert shown.rstrip().endswith("run directory: x")
+
+
+def test_a_context_sweep_is_not_told_to_raise_the_load() -> None:
+    # A walkthrough's context sweep (one user, longer prompts by step) ended with "raise the load
+    # to find the knee", advice for a staircase.
+    summary = {"steps": [], "knee": None, "search": {"shape": "context_sweep"}}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        print_findings(summary)
+    assert "context sweep" in out.getvalue() and "raise the load" not in out.getvalue()
+    from tokenload.analysis.thresholds import Thresholds
+    from tokenload.report.model import ReportModel
+
+    model = ReportModel(summary, [], [], Thresholds(), None, None, None, None, None, 0.0)
+    assert "raise the load" not in model.knee_sentence() and "context sweep" in model.knee_sentence()
+    staircase = ReportModel(
+        {**summary, "search": None}, [], [], Thresholds(), None, None, None, None, None, 0.0
+    )
+    assert "raise the load" in staircase.knee_sentence()

@@ -112,6 +112,9 @@ class ReportModel:
     def knee_sentence(self) -> str:
         knee = self.knee
         if not knee:
+            if (self.summary.get("search") or {}).get("shape") == "context_sweep":
+                # One load, longer prompts step by step: what it measures is the cost of length.
+                return "A context sweep: one load, prompt length changing by step (no knee to find)."
             last = self.steps[-1] if self.steps else None
             top = f" up to {load_label(last)}" if last else ""
             return f"Not saturated at any step{top}: raise the load to find the knee."
