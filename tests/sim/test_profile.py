@@ -63,6 +63,12 @@ def write_variant(tmp_path: Path, old: str, new: str) -> Path:
             "  num_layers: 28\n  num_experts: 8\n",
             "profile foo.yaml: model.num_experts: unknown field (allowed: name, params, ",
         ),
+        (  # a misspelt key is unknown and its right spelling missing: the unknown one is named
+            "  decode_bandwidth:",
+            "  decode_bandwith:",
+            "profile foo.yaml: efficiency.decode_bandwith: unknown field; "
+            "did you mean decode_bandwidth? (allowed: ",
+        ),
         (
             "matmul_dtype: bf16",
             "matmul_dtype: int4",

@@ -3,6 +3,7 @@ cache sizing are computed from, loaded from YAML and validated field by field.""
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -215,13 +216,17 @@ def _parse(text: str, label: str) -> Profile:
 
 
 def _describe(exc: ValidationError) -> str:
-    """The first error as 'dotted.field: expected X, got Y'."""
-    err = exc.errors(include_url=False)[0]
+    """One error as 'dotted.field: expected X, got Y': an unknown field first (a misspelt key is
+    also a missing one; the unknown one names both)."""
+    errors = exc.errors(include_url=False)
+    err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     loc = tuple(str(p) for p in err["loc"])
     field = ".".join(loc)
     if err["type"] == "extra_forbidden":
         allowed = _allowed_fields(loc[:-1])
-        return f"{field}: unknown field (allowed: {', '.join(allowed)})"
+        close = difflib.get_close_matches(loc[-1], allowed, n=1, cutoff=0.8)  # a typo, not a guess
+        hint = f"; did you mean {close[0]}?" if close else ""
+        return f"{field}: unknown field{hint} (allowed: {', '.join(allowed)})"
     expected = _expected(loc) or err["msg"]
     if err["type"] == "missing":
         return f"{field}: missing (expected {expected})"
