@@ -6,6 +6,7 @@ engine's own request times (ground truth)."""
 from __future__ import annotations
 
 from itertools import pairwise
+from typing import Any
 
 import pytest
 
@@ -78,59 +79,48 @@ def test_an_open_loop_step_sends_nothing_while_it_settles() -> None:
         assert not [r for r in vs.records if w.end <= r["wall_start"] < nxt.start]
 
 
-def test_a_settle_bound_cuts_the_wait_and_says_how_many_it_cut() -> None:
+@pytest.mark.parametrize("bound", [3.0, 2.5])
+def test_a_settle_bound_cuts_the_wait_at_a_tick_and_says_how_many_it_cut(bound: float) -> None:
     # Requests of ~7.5 s: each user's second one is sent in the measured part (no warm-up) and is
-    # still streaming at the end; a 3 s settle bound starts the next step without them.
+    # still streaming at the end; the settle bound starts the next step without them. The shape
+    # looks once a tick: a 2.5 s bound is noticed 3 s after the end.
     vs = virtual_sweep(
         A40,
         None,
         VirtualWorkload("256", "256", seed=5),
-        VirtualSchedule(concurrency=(4, 8), step_duration_s=10.0, warmup=0.0, settle_timeout_s=3.0),
+        VirtualSchedule(concurrency=(4, 8), step_duration_s=10.0, warmup=0.0, settle_timeout_s=bound),
     )
     first, second = vs.windows
     assert first.unfinished_at_decision == 4
     assert second.start == pytest.approx(first.end + 3.0 + 1.0)
 
 
-def test_a_fractional_settle_bound_is_seen_at_a_tick() -> None:
-    # The shape looks once a tick: a 2.5 s bound is noticed 3 s after the end.
+def _first_sends(
+    prompt: str, output: str, levels: tuple[int, ...], step_s: float
+) -> tuple[Any, dict[int, float]]:
+    """A staircase's virtual sweep and when each user sent its first request."""
     vs = virtual_sweep(
         A40,
         None,
-        VirtualWorkload("256", "256", seed=5),
-        VirtualSchedule(concurrency=(4, 8), step_duration_s=10.0, warmup=0.0, settle_timeout_s=2.5),
+        VirtualWorkload(prompt, output, seed=7),
+        VirtualSchedule(concurrency=levels, step_duration_s=step_s),
     )
-    first, second = vs.windows
-    assert first.unfinished_at_decision == 4
-    assert second.start == pytest.approx(first.end + 3.0 + 1.0)
+    first: dict[int, float] = {}
+    for r in sorted(vs.requests, key=lambda r: r.arrival_s):
+        first.setdefault(r.client, r.arrival_s)
+    return vs, first
 
 
 def test_users_spawn_at_once_before_the_clock_starts() -> None:
     # Locust dispatches floor(rate) users a second at once (locust/dispatch.py); at the shapes'
     # rate a step's users all start together, before its clock, which starts at the next tick.
     # Over 1,000 users, 1,000 a second.
-    vs = virtual_sweep(
-        A40,
-        None,
-        VirtualWorkload("128", "64", seed=7),
-        VirtualSchedule(concurrency=(16, 64), step_duration_s=5.0),
-    )
-    first_of: dict[int, float] = {}
-    for r in sorted(vs.requests, key=lambda r: r.arrival_s):
-        first_of.setdefault(r.client, r.arrival_s)
+    vs, first_of = _first_sends("128", "64", (16, 64), 5.0)
     assert {first_of[u] for u in range(16)} == {0.0}
     assert vs.windows[0].start == pytest.approx(1.0)
     assert [first_of[u] for u in range(16, 64)] == pytest.approx([vs.windows[1].start - 1.0] * 48)
     assert all(r["step"] is None for r in vs.records if r["wall_start"] < 1.0)
-    big = virtual_sweep(
-        A40,
-        None,
-        VirtualWorkload("16", "4", seed=7),
-        VirtualSchedule(concurrency=(2500,), step_duration_s=4.0),
-    )
-    firsts: dict[int, float] = {}
-    for r in sorted(big.requests, key=lambda r: r.arrival_s):
-        firsts.setdefault(r.client, r.arrival_s)
+    big, firsts = _first_sends("16", "4", (2500,), 4.0)
     assert sorted(set(firsts.values())) == [0.0, 1.0, 2.0]
     assert big.windows[0].start == pytest.approx(3.0)
 
