@@ -255,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
                 "tpot_ms_p50": {"measured": o.tpot_ms_p50, "fitted": p.tpot_ms_p50},
                 "output_tokens_per_s": {"measured": o.output_tokens_per_s, "fitted": p.output_tokens_per_s},
                 # What the fit used of this step (empty: only checked against the fit).
-                "fitted_on": _fitted_on(o.concurrency, batched or not single, args.fit_api_server),
+                "fitted_on": pinned_figures(o, args.fit_api_server, batched or not single),
                 # The worst relative error of the figures the step pins (``error_of``); the others
                 # are shown, not fitted (a batched step's TTFT p50 depends on how its users line up).
                 "worst_error": max((abs(e) for e in errs), default=None),
@@ -340,13 +340,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"left out: {note}")
     print(f"profile: {args.output} (tokenload sim --profile {args.output})")
     return 0
-
-
-def _fitted_on(concurrency: int, batched_tpot: bool, throughput: bool) -> list[str]:
-    """What the fit used of a step (empty: only checked against the fit)."""
-    if concurrency <= 1:
-        return ["ttft_ms_p50", "tpot_ms_p50"]
-    return (["tpot_ms_p50"] if batched_tpot else []) + (["output_tokens_per_s"] if throughput else [])
 
 
 #: The step table's names of the figures a step pins.

@@ -163,13 +163,11 @@ class _SweepRun:
         schedule: VirtualSchedule,
         rng: random.Random,
     ) -> None:
-        self.driver, self.metrics, self.prompts, self.schedule, self.rng = (
-            driver,
-            metrics,
-            prompts,
-            schedule,
-            rng,
-        )
+        self.driver = driver
+        self.metrics = metrics
+        self.prompts = prompts
+        self.schedule = schedule
+        self.rng = rng  # an open loop's arrivals
         self.windows: list[StepWindow] = []
         self.points: list[VirtualPoint] = []
         self.sent_at: dict[str, float] = {}  # request id -> the time its user meant to send it
