@@ -81,14 +81,17 @@ def _fail(message: str) -> NoReturn:
     raise SystemExit(2)
 
 
-def observations_from_run(run_dir: Path) -> tuple[list[Any], list[str]]:
-    """The closed-loop steps of one run as observations, and a note per step left out."""
+def observations_from_run(run_dir: Path) -> tuple[list[Any], list[str], str | None]:
+    """The closed-loop steps of one run as observations, a note per step left out, and what
+    predicted the run if it is a prediction (``tokenload plan --out``), else None."""
+    from tokenload.results.prediction import prediction_label
     from tokenload.sim.calibrate import Observation
 
     try:
         summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
     except OSError as exc:
-        raise ValueError(f"{run_dir}: no summary.json ({exc.strerror or exc})") from None
+        what = "no such directory" if not run_dir.is_dir() else f"no summary.json ({exc.strerror or exc})"
+        raise ValueError(f"{run_dir}: {what}") from None
     except ValueError:
         raise ValueError(f"{run_dir}/summary.json: not JSON") from None
     lengths: dict[int, tuple[list[int], list[int]]] = {}
@@ -127,32 +130,33 @@ def observations_from_run(run_dir: Path) -> tuple[list[Any], list[str]]:
                 s.get("output_tokens_per_s"),
             )
         )
-    return out, notes
-
-
-def _is_prediction(run_dir: Path) -> bool:
-    """Whether a run directory holds a prediction (``tokenload plan --out``), not a measured run."""
-    try:
-        return "prediction" in json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
+    return out, notes, prediction_label(summary)
 
 
 def _fixed(items: list[str]) -> dict[str, float]:
+    """``--fix NAME=VALUE`` items as values, each checked against its parameter's bounds."""
+    import difflib
+
     from tokenload.sim.calibrate import ALL_PARAMETERS as PARAMETERS
 
     bounds = {p.name: p for p in PARAMETERS}
     out = {}
     for item in items:
         name, sep, value = item.partition("=")
-        p = bounds.get(name.strip())
+        name = name.strip()
+        if not sep:
+            _fail(f"--fix: expected NAME=VALUE; got {item!r}")
+        p = bounds.get(name)
+        if p is None:
+            close = difflib.get_close_matches(name, bounds, n=1, cutoff=0.8)
+            hint = f"did you mean {close[0]}?" if close else "expected one of " + ", ".join(bounds)
+            _fail(f"--fix {item}: unknown parameter {name!r}; {hint}")
         try:
             v = float(value)
         except ValueError:
             v = float("nan")
-        if not sep or p is None or not p.low <= v <= p.high:
-            names = ", ".join(f"{q.name} in [{q.low:g}, {q.high:g}]" for q in PARAMETERS)
-            _fail(f"--fix: expected NAME=VALUE with one of {names}; got {item!r}")
+        if not p.low <= v <= p.high:
+            _fail(f"--fix {item}: expected a number in [{p.low:g}, {p.high:g}] for {name}")
         out[p.name] = v
     return out
 
@@ -191,12 +195,12 @@ def main(argv: list[str] | None = None) -> int:
     observations, notes, warnings = [], [], []
     for run in args.runs:
         try:
-            obs, left = observations_from_run(run)
+            obs, left, predicted_by = observations_from_run(run)
         except ValueError as exc:
             _fail(str(exc))
         observations += obs
         notes += left
-        if _is_prediction(run):
+        if predicted_by is not None:
             warnings.append(
                 f"{run} is a prediction (tokenload plan), not a measurement: the fit reproduces "
                 "the profile that predicted it; it does not twin a server"

@@ -289,8 +289,8 @@ def test_a_prediction_is_said_to_be_one_and_has_no_options_to_compare() -> None:
     b["config"] = {}
     b["prediction"] = {"label": "prediction: tokenload sim --profile a40-qwen2.5-7b in simulated time"}
     c = compare_runs(a, ra, b, rb)
-    assert c.config_diff == {} and c.prediction_a is None and c.prediction_b.startswith("prediction:")
-    assert "B is a prediction, not a measurement (prediction: tokenload sim" in render_markdown(c)
+    assert c.config_diff == {} and c.prediction_a is None and c.prediction_b.startswith("tokenload sim")
+    assert "B is a prediction, not a measurement (tokenload sim" in render_markdown(c)
 
 
 def test_token_rates_counted_two_ways_are_not_compared() -> None:

@@ -140,11 +140,18 @@ def _calibrate_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
 
 def test_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = str(tmp_path / "p.yaml")
-    assert "no summary.json" in _calibrate_error(capsys, str(tmp_path / "missing"), "-o", out)
-    assert "--fix: expected NAME=VALUE" in _calibrate_error(capsys, str(tmp_path), "-o", out, "--fix", "x=1")
+    assert "missing: no such directory" in _calibrate_error(capsys, str(tmp_path / "missing"), "-o", out)
+    assert "no summary.json" in _calibrate_error(capsys, str(tmp_path), "-o", out)
     assert "--fix: expected NAME=VALUE" in _calibrate_error(
-        capsys, str(tmp_path), "-o", out, "--fix", "kv_read=7"
+        capsys, str(tmp_path), "-o", out, "--fix", "kv_read"
     )
+    err = _calibrate_error(capsys, str(tmp_path), "-o", out, "--fix", "x=1")
+    assert "unknown parameter 'x'; expected one of prefill_matmul" in err
+    err = _calibrate_error(capsys, str(tmp_path), "-o", out, "--fix", "step_overhed_s=0.001")
+    assert "did you mean step_overhead_s?" in err and "prefill_matmul" not in err
+    err = _calibrate_error(capsys, str(tmp_path), "-o", out, "--fix", "step_overhead_s=0.5")
+    assert err.endswith("--fix step_overhead_s=0.5: expected a number in [0, 0.02] for step_overhead_s")
+    assert "kv_read" not in err  # the one parameter, not the whole list
     assert "--base-profile: unknown profile" in _calibrate_error(
         capsys, str(tmp_path), "-o", out, "--base-profile", "nope"
     )

@@ -62,6 +62,7 @@ from tokenload.report.noise import (
     spread,
     widen_interval,
 )
+from tokenload.results.prediction import prediction_label
 
 __all__ = [
     "DEFAULT_TOLERANCE",
@@ -417,14 +418,9 @@ def compare_runs(
         only_b=[_key_label(k) for k in by_key_b if k not in set(keys_a)],
         config_diff=diff,
         baseline_runs=len(baselines or []),
-        prediction_a=_prediction_label(summary_a),
-        prediction_b=_prediction_label(summary_b),
+        prediction_a=prediction_label(summary_a),
+        prediction_b=prediction_label(summary_b),
     )
-
-
-def _prediction_label(summary: dict[str, Any]) -> str | None:
-    p = summary.get("prediction")
-    return (p.get("label") or "tokenload plan") if isinstance(p, dict) else (str(p) if p else None)
 
 
 def _pct(v: float | None) -> str:

@@ -26,6 +26,7 @@ from tokenload.report.tables import (
     trace_lines,
     what_if_table,
 )
+from tokenload.results.prediction import prediction_label
 
 __all__ = ["SEARCH_NOTE", "capacity_lines", "render_markdown", "slo_rows"]
 
@@ -67,7 +68,7 @@ def capacity_lines(model: ReportModel) -> list[str]:
         )
     else:
         unit = cap.load_unit
-        seen = "predicted" if model.summary.get("prediction") else "measured"
+        seen = "measured" if prediction_label(model.summary) is None else "predicted"
         lines.append(
             f"Capacity per replica: {cap.load:g} {unit} (step {cap.step_index}; {cap.basis}): "
             f"{cap.requests_per_s:.2f} req/s, {cap.output_tokens_per_s:.1f} output tokens/s {seen}."

@@ -8,6 +8,8 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+from tokenload.results.prediction import prediction_label, prediction_profile
+
 __all__ = [
     "BOTTLENECK_WORDS",
     "COLUMNS",
@@ -282,13 +284,12 @@ def failure_counts(
 def prediction_sentence(summary: dict[str, Any]) -> str | None:
     """For a run directory ``tokenload plan --out`` wrote: that its figures are predicted, and by
     what (None for a measured run)."""
-    pred = summary.get("prediction")
-    if not isinstance(pred, dict):
+    label = prediction_label(summary)
+    if label is None:
         return None
-    label = str(pred.get("label", "tokenload plan")).removeprefix("prediction: ")
     return (
         f"Prediction, not a measurement: {label} "
-        f"(profile {pred.get('profile', '?')}). Every figure below is the emulator's."
+        f"(profile {prediction_profile(summary) or '?'}). Every figure below is the emulator's."
     )
 
 
