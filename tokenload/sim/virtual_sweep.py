@@ -297,11 +297,10 @@ class _SweepRun:
             self.lag[rid] = at_s - intended
             if at_s > intended:
                 self.queued.add(rid)
-        # Measured: sent in the measured part of the step it belongs to (user._take_slot).
-        w = self.windows[-1] if self.windows else None
-        if w is not None and w.start <= when and w.measure_start <= at_s < w.end:  # type: ignore[operator]
-            self.outstanding[w.index] += 1
-            self.measured_in[rid] = w.index
+        step, phase = step_and_phase(self.windows, when, at_s)
+        if phase == "measure":
+            self.outstanding[step] += 1  # type: ignore[index]
+            self.measured_in[rid] = step  # type: ignore[assignment]
 
     def arrive(self, t: float) -> None:
         if self.in_flight < self.schedule.max_in_flight:
@@ -396,17 +395,24 @@ def virtual_sweep(
     return VirtualSweep(steps, records, run.points, engine, finished.requests, windows)
 
 
+def step_and_phase(windows: list[StepWindow], intended: float, sent: float) -> tuple[int | None, str | None]:
+    """A request's step and phase, as a run's records tag them: the step it was meant to be sent
+    in (none between a step's end and the next one's start: its settle and the next step's
+    spawn, as a run's phase messages tag it), and within that step the phase it was sent in (an
+    open-loop arrival that waited for a free user: when it was sent; user._take_slot)."""
+    window = next((w for w in windows if w.start <= intended < w.end), None)  # type: ignore[operator]
+    if window is None:
+        return None, None
+    if window.measure_start <= sent < window.end:  # type: ignore[operator]
+        return window.index, "measure"
+    return window.index, "warmup" if sent < window.end else None  # type: ignore[operator]
+
+
 def _record(
     req: VirtualRequest, intended: float, lag_s: float | None, queued: bool, windows: list[StepWindow]
 ) -> dict[str, Any]:
     t_sent = req.arrival_s
-    # The step it was sent in: none between a step's end and the next one's start (its settle
-    # and the next step's spawn), as a run's phase messages tag it.
-    window = next((w for w in windows if w.start <= intended < w.end), None)  # type: ignore[operator]
-    step = None if window is None else window.index
-    # Its phase is the one it was sent in (an open-loop arrival that waited for a free user:
-    # when it was sent), within its own step (user._take_slot).
-    measured = window is not None and window.measure_start <= t_sent < window.end  # type: ignore[operator]
+    step, phase = step_and_phase(windows, intended, t_sent)
     if not req.finished:
         timing = compute_timing(
             t_sent, req.token_times_s, [1] * len(req.token_times_s), None, req.num_output_tokens
@@ -427,7 +433,7 @@ def _record(
         "name": "completion",
         "step": step,
         # As a run's records say them: the phase the request started in, and its status.
-        "phase": "measure" if measured else "warmup" if window is not None and t_sent < window.end else None,  # type: ignore[operator]
+        "phase": phase,
         "status": "ok" if failure is None else failure,
         "wall_start": intended,
         "failure_class": failure,
