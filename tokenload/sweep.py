@@ -32,6 +32,7 @@ from tokenload.loadgen.steps import (
     rate_staircase,
     staircase,
 )
+from tokenload.report.tables import no_knee_sentence
 from tokenload.results.rundir import make_run_dir
 from tokenload.serving.process import ServerProcess
 
@@ -297,10 +298,8 @@ def print_findings(summary: dict[str, Any]) -> None:
         else:
             at, below = f"{knee['concurrency']} users", f"{knee['last_unsaturated_concurrency']} users"
         print(f"\nsaturated at step {knee['step']} ({at}): {knee['bottleneck']}; last unsaturated: {below}")
-    elif search.get("shape") == "context_sweep":
-        print("\na context sweep: one load, prompt length changing by step (no knee to find)")
     else:
-        print("\nnot saturated at any step: raise the load to find the knee")
+        print("\n" + no_knee_sentence(summary))
     if search.get("shape") == "knee":
         print(
             f"knee search: {search['outcome']}; between {search['last_unsaturated_concurrency']} and "

@@ -32,7 +32,7 @@ def test_the_demo_keeps_the_step_table_and_drops_locusts_tables() -> None:
     )
     shown = _findings("target: the built-in emulator\n" + locust + ours.getvalue() + "\nrun directory: x\n")
     assert "# reqs" not in shown and "percentiles" not in shown
-    assert shown.lstrip().startswith("step") and "not saturated at any step" in shown
+    assert shown.lstrip().startswith("step") and "Not saturated at any step up to 4 users" in shown
     assert shown.rstrip().endswith("run directory: x")
 
 

@@ -31,7 +31,7 @@ from tokenload.report.capacity import (
     search_capacity,
 )
 from tokenload.report.redact import redact
-from tokenload.report.tables import load_label
+from tokenload.report.tables import load_label, no_knee_sentence
 
 __all__ = ["ReportModel", "build_model", "reconstructed_command", "refresh_verdicts"]
 
@@ -112,12 +112,7 @@ class ReportModel:
     def knee_sentence(self) -> str:
         knee = self.knee
         if not knee:
-            if (self.summary.get("search") or {}).get("shape") == "context_sweep":
-                # One load, longer prompts step by step: what it measures is the cost of length.
-                return "A context sweep: one load, prompt length changing by step (no knee to find)."
-            last = self.steps[-1] if self.steps else None
-            top = f" up to {load_label(last)}" if last else ""
-            return f"Not saturated at any step{top}: raise the load to find the knee."
+            return no_knee_sentence(self.summary)
         step = self.steps[knee["step"]] if knee["step"] < len(self.steps) else {}
         before = knee.get("last_unsaturated_concurrency")
         prev = f"; the last unsaturated step ran {before} users" if before is not None else ""

@@ -21,6 +21,7 @@ __all__ = [
     "interval_table",
     "load_label",
     "markdown_table",
+    "no_knee_sentence",
     "prediction_sentence",
     "scrape_target_lines",
     "slo_search_table",
@@ -279,6 +280,16 @@ def failure_counts(
     header = ["class", "whole run", *(f"step {s.get('index')} (measured)" for s in steps)]
     rows = [[c, str(run.get(c, 0)), *(str(p.get(c, 0)) for p in per_step)] for c in classes]
     return header, rows
+
+
+def no_knee_sentence(summary: dict[str, Any]) -> str:
+    """Why a run has no knee: a context sweep has none to find (one load, longer prompts step by
+    step: it measures the cost of length); any other run was not saturated up to its last step."""
+    if (summary.get("search") or {}).get("shape") == "context_sweep":
+        return "A context sweep: one load, prompt length changing by step (no knee to find)."
+    steps = summary.get("steps") or []
+    upto = f" up to {load_label(steps[-1])}" if steps else ""
+    return f"Not saturated at any step{upto}: raise the load to find the knee."
 
 
 def prediction_sentence(summary: dict[str, Any]) -> str | None:
