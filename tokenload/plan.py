@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -157,18 +158,29 @@ def main(argv: list[str] | None = None) -> int:
     # Judged as a run whose user gives the server's max_num_seqs (--server-max-num-seqs): the
     # emulated engine's is the user's own setting (--sim-args, or the default), not an internal.
     steps, knee = judge_steps(sweep.steps, max_num_seqs=config.max_num_seqs)
+    label = f"prediction: tokenload sim {args.sim_args or '--profile a40-qwen2.5-7b'} in simulated time"
     # The capacity, goodput and replicas exactly as `tokenload report` computes them.
     from tokenload.report.model import build_model
 
     capacity_model = None
     if args.slo is not None or target is not None:
         capacity_model = build_model(
-            {"steps": steps, "knee": knee}, sweep.records, [], slo=slo, target=target, headroom=headroom
+            {"steps": steps, "knee": knee, "prediction": {"label": label}},
+            sweep.records,
+            [],
+            slo=slo,
+            target=target,
+            headroom=headroom,
         )
     what_if: list[dict[str, Any]] = []
     if variants:
         as_is = capacity_model or build_model(
-            {"steps": steps, "knee": knee}, sweep.records, [], slo=slo, target=target, headroom=headroom
+            {"steps": steps, "knee": knee, "prediction": {"label": label}},
+            sweep.records,
+            [],
+            slo=slo,
+            target=target,
+            headroom=headroom,
         )
         what_if.append(_outcome("(as is)", {}, steps, knee, as_is))
     for change, v_profile, v_config in variants:
@@ -178,10 +190,14 @@ def main(argv: list[str] | None = None) -> int:
             _fail(f"--set {change.text}: {exc}")
         v_steps, v_knee = judge_steps(v_sweep.steps, max_num_seqs=v_config.max_num_seqs)
         v_model = build_model(
-            {"steps": v_steps, "knee": v_knee}, v_sweep.records, [], slo=slo, target=target, headroom=headroom
+            {"steps": v_steps, "knee": v_knee, "prediction": {"label": label}},
+            v_sweep.records,
+            [],
+            slo=slo,
+            target=target,
+            headroom=headroom,
         )
         what_if.append(_outcome(change.text, change.to_dict(), v_steps, v_knee, v_model))
-    label = f"prediction: tokenload sim {args.sim_args or '--profile a40-qwen2.5-7b'} in simulated time"
     out: dict[str, Any] = {
         "prediction": {
             "label": label,
@@ -194,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
                 "prefix_groups": args.prefix_groups,
                 "seed": args.seed,
             },
+            # What the capacity and replicas were judged by (tokenload report takes them again).
+            "report_args": _report_args(args),
             "wall_s": round(time.perf_counter() - t0, 3),
         },
         "steps": steps,
@@ -241,7 +259,8 @@ def main(argv: list[str] | None = None) -> int:
         _print_what_if(what_if)
     print(f"({len(steps)} steps predicted in {out['prediction']['wall_s']:.2f} s)")
     if args.out is not None:
-        print(f"run directory: {args.out} (tokenload report {args.out})")
+        again = " ".join(shlex.quote(a) for a in ["tokenload", "report", str(args.out), *_report_args(args)])
+        print(f"run directory: {args.out} (its report: {again})")
     return 0
 
 
@@ -277,6 +296,21 @@ def _print_what_if(what_if: list[dict[str, Any]]) -> None:
     print("what if (the same load steps and workload, predicted):")
     header, rows = what_if_table(what_if)
     print(text_table(header, rows, left=1))
+
+
+def _report_args(args: argparse.Namespace) -> list[str]:
+    """The options of ``tokenload report`` that judge the planned run as plan judged it (the SLO,
+    the target, the headroom): a run directory keeps what was measured, not how it was judged."""
+    out = []
+    for flag, value in (
+        ("--slo", args.slo),
+        ("--target-rps", args.target_rps),
+        ("--target-users", args.target_users),
+        ("--headroom", args.headroom),
+    ):
+        if value is not None:
+            out += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
+    return out
 
 
 def _capacity_json(model: Any) -> dict[str, Any] | None:

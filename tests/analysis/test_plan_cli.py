@@ -181,3 +181,30 @@ def test_a_plan_judges_with_the_cap_the_user_set(tmp_path: Path) -> None:
     assert what_if.returncode == 0, what_if.stderr
     row = json.loads(what_if.stdout)["what_if"][1]
     assert row["steps"][-1]["bottleneck"] == "scheduler_limit", row
+
+
+def test_a_plans_report_command_judges_as_the_plan_did(tmp_path: Path) -> None:
+    # Walkthrough: `plan --slo ... --target-rps ... --out D` printed `tokenload report D`, which
+    # then showed no capacity: a run directory keeps what was measured, not how it was judged.
+    # Plan now prints the report command with its judging options and keeps them in the JSON.
+    judging = ["--slo", "ttft_p95_ms=500,tpot_p95_ms=60", "--target-rps", "10", "--headroom", "0.3"]
+    out = _plan("--concurrency", "1,8,32", "--step-duration", "5", "--warmup", "1", *judging,
+                "--out", str(tmp_path / "plan"))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    last = out.stdout.splitlines()[-1]
+    assert last.endswith(f"(its report: tokenload report {tmp_path / 'plan'} {' '.join(judging)})"), last
+    planned = [
+        line.removeprefix("predicted: ") for line in out.stdout.splitlines() if line.startswith("predicted: ")
+    ]
+    # Plan's own capacity lines call its rates predicted, as the report of its run does.
+    assert any("the step's predicted rates" in line for line in planned), planned
+    assert not any("measured rates" in line for line in planned), planned
+    rep = subprocess.run(
+        [sys.executable, "-m", "tokenload", "report", str(tmp_path / "plan"), *judging],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert rep.returncode == 0, rep.stderr
+    for line in planned:
+        assert line in rep.stdout.splitlines(), (line, rep.stdout)
+    summary = json.loads((tmp_path / "plan" / "summary.json").read_text())
+    assert summary["prediction"]["report_args"] == judging
