@@ -13,6 +13,11 @@ emulator profile, labelled as such.
 num_gpu_blocks, gpu_memory_utilization, max_num_batched_tokens, ...), kv_cache_dtype=fp8, or
 gpu=PROFILE (that profile's GPU figures, this profile's fitted efficiencies). Each what-if runs
 the same load steps and workload and is judged the same way.
+
+--draws N runs the plan N times (seeds --seed, --seed+1, ...) and shows each figure's range over
+the draws: what a real sweep of these steps could measure, since it is one draw too. Default 5
+for --rate (Poisson arrivals), 1 for --concurrency. The steps, knee, capacity and what-ifs are
+the --seed draw's.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import json
 import shlex
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -71,6 +77,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--max-in-flight", type=int, default=512, help="open loop: most requests in flight")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--draws",
+        type=int,
+        default=None,
+        help="run the plan this many times with seeds --seed, --seed+1, ... and show each figure's "
+        "range: what a real sweep of these steps could measure (default 5 for --rate, whose "
+        "Poisson arrivals move short steps' figures most; 1 for --concurrency)",
+    )
     p.add_argument("--slo", default=None, help="latency SLO for the capacity, e.g. ttft_p95_ms=1000")
     target = p.add_mutually_exclusive_group()
     target.add_argument("--target-rps", type=float, default=None, help="size replicas for this req/s")
@@ -132,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--headroom: expected a share >= 0 (0.2 = 20 %), got {headroom:g}")
     except (SLOError, ValueError) as exc:
         _fail(str(exc))
+    if args.draws is not None and not 1 <= args.draws <= 100:
+        _fail(f"--draws: expected 1 to 100 draws, got {args.draws}")
     if args.prefix_tokens < 0 or args.prefix_groups < 1:
         _fail("--prefix-tokens: expected >= 0 tokens, --prefix-groups >= 1")
     try:
@@ -158,6 +174,16 @@ def main(argv: list[str] | None = None) -> int:
     # Judged as a run whose user gives the server's max_num_seqs (--server-max-num-seqs): the
     # emulated engine's is the user's own setting (--sim-args, or the default), not an internal.
     steps, knee = judge_steps(sweep.steps, max_num_seqs=config.max_num_seqs)
+    draws = args.draws if args.draws is not None else (5 if rates else 1)
+    spread = None
+    if draws > 1:
+        from tokenload.sim.draws import draw_spread
+
+        runs = [(args.seed, steps, knee)]
+        for seed in range(args.seed + 1, args.seed + draws):
+            other = virtual_sweep(profile, config, replace(workload, seed=seed), schedule)
+            runs.append((seed, *judge_steps(other.steps, max_num_seqs=config.max_num_seqs)))
+        spread = draw_spread(runs)
     label = f"prediction: tokenload sim {args.sim_args or '--profile a40-qwen2.5-7b'} in simulated time"
     # The capacity, goodput and replicas exactly as `tokenload report` computes them.
     from tokenload.report.model import build_model
@@ -217,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
         "steps": steps,
         "knee": knee,
     }
+    if spread is not None:
+        out["draws"] = spread
     if capacity_model is not None:
         out["slo_capacity"] = _capacity_json(capacity_model)
         out["replicas"] = _replicas_json(capacity_model)
@@ -231,12 +259,10 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{'step':>4} {'load':>10} {'out tok/s':>10} {'TTFT p50':>10} {'TPOT p50':>9}  verdict (decided by)"
     )
+    from tokenload.report.tables import load_label
+
     for s in steps:
-        load = (
-            (f"{s['concurrency']} user" + ("s" if s["concurrency"] != 1 else ""))
-            if s["target_rate_rps"] is None
-            else f"{s['target_rate_rps']:g} rps"
-        )
+        load = load_label(s)
         v = s["verdict"]
         ttft, tpot = s["ttft_ms"]["p50"], s["tpot_ms"]["p50"]
         print(
@@ -244,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{'-' if ttft is None else f'{ttft:.1f}':>10} {'-' if tpot is None else f'{tpot:.2f}':>9}  "
             f"{v['bottleneck']} ({v['decided_by']})"
         )
+    if spread is not None:
+        _print_spread(spread, steps)
     if knee:
         users, rate = knee["last_unsaturated_concurrency"], knee["last_unsaturated_rate_rps"]
         last = f"{users} user{'s' if users != 1 else ''}" if users else f"{rate:g} req/s" if rate else "-"
@@ -257,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"predicted: {line}")
     if what_if:
         _print_what_if(what_if)
-    print(f"({len(steps)} steps predicted in {out['prediction']['wall_s']:.2f} s)")
+    times = f" x {spread['count']} draws" if spread is not None else ""
+    print(f"({len(steps)} steps{times} predicted in {out['prediction']['wall_s']:.2f} s)")
     if args.out is not None:
         again = " ".join(shlex.quote(a) for a in ["tokenload", "report", str(args.out), *_report_args(args)])
         print(f"run directory: {args.out} (its report: {again})")
@@ -288,6 +317,33 @@ def _outcome(
             for s in steps
         ],
     }
+
+
+def _print_spread(spread: dict[str, Any], steps: list[dict[str, Any]]) -> None:
+    from tokenload.report.tables import load_label, text_table
+    from tokenload.sim.draws import range_text
+
+    seeds = spread["seeds"]
+    print(
+        f"over {spread['count']} draws (seeds {seeds[0]}-{seeds[-1]}: other lengths and arrivals), "
+        "what a sweep of these steps could measure, least-most:"
+    )
+    header = ["step", "load", "out tok/s", "TTFT p50", "TTFT p95", "TPOT p50", "verdicts"]
+    rows = [
+        [
+            str(d["index"]),
+            load_label(s),
+            range_text(d["output_tokens_per_s"]),
+            range_text(d["ttft_ms_p50"]),
+            range_text(d["ttft_ms_p95"]),
+            range_text(d["tpot_ms_p50"], 2),
+            ", ".join(f"{k} {v}" for k, v in sorted(d["bottleneck"].items(), key=lambda kv: -kv[1])),
+        ]
+        for d, s in zip(spread["steps"], steps, strict=True)
+    ]
+    print(text_table(header, rows, left=2))
+    knees = ", ".join(f"{'none' if k == 'none' else 'step ' + k} {v}" for k, v in spread["knee_step"].items())
+    print(f"knee over the draws: {knees}")
 
 
 def _print_what_if(what_if: list[dict[str, Any]]) -> None:

@@ -208,3 +208,46 @@ def test_a_plans_report_command_judges_as_the_plan_did(tmp_path: Path) -> None:
         assert line in rep.stdout.splitlines(), (line, rep.stdout)
     summary = json.loads((tmp_path / "plan" / "summary.json").read_text())
     assert summary["prediction"]["report_args"] == judging
+
+
+def test_an_open_loop_plan_shows_what_other_draws_would_measure() -> None:
+    # Walkthrough: an open-loop plan was one Poisson draw, shown as if exact; the same plan with
+    # other seeds put TTFT p50 anywhere from 156 to 314 ms at 4 req/s. Each draw is a plan of its
+    # own (--seed S --draws 1), so the range is exactly what those plans give.
+    base = ["--rate", "1,3", "--step-duration", "6", "--warmup", "1", "--prompt-tokens", "512",
+            "--output-tokens", "64", "--json"]  # fmt: skip
+    out = _plan(*base, "--seed", "3")
+    assert out.returncode == 0, out.stderr
+    plan = json.loads(out.stdout)
+    draws = plan["draws"]
+    assert draws["count"] == 5 and draws["seeds"] == [3, 4, 5, 6, 7]
+    singles = []
+    for seed in draws["seeds"]:
+        one = _plan(*base, "--seed", str(seed), "--draws", "1")
+        assert one.returncode == 0, one.stderr
+        assert "draws" not in json.loads(one.stdout)
+        singles.append(json.loads(one.stdout)["steps"])
+    assert plan["steps"] == singles[0]  # the steps shown are the --seed draw's
+    for k, d in enumerate(draws["steps"]):
+        ttft = sorted(s[k]["ttft_ms"]["p50"] for s in singles)
+        tput = sorted(s[k]["output_tokens_per_s"] for s in singles)
+        assert d["ttft_ms_p50"] == [ttft[0], ttft[2], ttft[4]]
+        assert d["output_tokens_per_s"] == [tput[0], tput[2], tput[4]]
+        assert tput[0] < tput[4]  # a few seconds of Poisson arrivals do differ
+        assert sum(d["bottleneck"].values()) == 5
+    assert sum(draws["knee_step"].values()) == 5
+
+
+def test_a_staircase_plan_draws_once_unless_asked() -> None:
+    base = ["--concurrency", "2,8", "--step-duration", "5", "--warmup", "1", "--json"]
+    assert "draws" not in json.loads(_plan(*base).stdout)
+    out = _plan(*base, "--draws", "2", "--prompt-tokens", "uniform:100-900")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["draws"]["seeds"] == [0, 1]
+    text = _plan(*base[:-1], "--draws", "2")
+    assert "over 2 draws (seeds 0-1" in text.stdout and "knee over the draws:" in text.stdout
+    bad = _plan(*base, "--draws", "0")
+    assert (
+        bad.returncode == 2
+        and bad.stderr.strip() == "tokenload plan: --draws: expected 1 to 100 draws, got 0"
+    )

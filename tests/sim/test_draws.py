@@ -1,0 +1,40 @@
+"""tokenload.sim.draws: the spread of a plan's draws, per step and figure."""
+
+from __future__ import annotations
+
+import pytest
+
+from tokenload.sim.draws import draw_spread, range_text
+
+
+def _step(index: int, tput: float, ttft: float | None, verdict: str) -> dict:
+    return {
+        "index": index,
+        "output_tokens_per_s": tput,
+        "ttft_ms": {"p50": ttft, "p95": None},
+        "tpot_ms": {},
+        "verdict": {"bottleneck": verdict},
+    }
+
+
+def test_least_median_most_per_step_and_the_verdicts_counted() -> None:
+    draws = [
+        (0, [_step(0, 10.0, 100.0, "none"), _step(1, 30.0, None, "kv_capacity")], {"step": 1}),
+        (1, [_step(0, 14.0, 300.0, "none"), _step(1, 20.0, 900.0, "memory_bandwidth")], None),
+        (2, [_step(0, 12.0, 150.0, "none"), _step(1, 25.0, 500.0, "kv_capacity")], {"step": 1}),
+    ]
+    s = draw_spread(draws)
+    assert s["count"] == 3 and s["seeds"] == [0, 1, 2]
+    first, top = s["steps"]
+    assert first["output_tokens_per_s"] == (10.0, 12.0, 14.0)
+    assert first["ttft_ms_p50"] == (100.0, 150.0, 300.0)
+    assert first["ttft_ms_p95"] is None and first["tpot_ms_p50"] is None  # no draw has them
+    assert top["ttft_ms_p50"] == (500.0, 700.0, 900.0)  # over the draws that have it
+    assert top["bottleneck"] == {"kv_capacity": 2, "memory_bandwidth": 1}
+    assert s["knee_step"] == {"1": 2, "none": 1}
+    assert range_text(top["ttft_ms_p50"]) == "500.0-900.0" and range_text(None) == "-"
+
+
+def test_draws_of_different_sweeps_are_refused() -> None:
+    with pytest.raises(ValueError, match="draws of different sweeps"):
+        draw_spread([(0, [_step(0, 1.0, 1.0, "none")], None), (1, [], None)])
