@@ -195,7 +195,7 @@ def _locust_bin() -> str:
 EXPECT_WORKERS_MAX_WAIT_S = 60
 
 
-def _run_locust(args: argparse.Namespace, host: str, run_dir: Path) -> int:
+def _run_locust(args: argparse.Namespace, host: str, run_dir: Path, emulator: str = "") -> int:
     locustfile = run_dir / "locustfile.py"
     user = "ChatUser" if args.endpoint == "chat" else "CompletionsUser"
     module, cls = _SHAPES[args.shape]
@@ -210,6 +210,7 @@ def _run_locust(args: argparse.Namespace, host: str, run_dir: Path) -> int:
     load = [
         "--host", host, "--headless", "--only-summary", "--run-dir", str(run_dir), *forwarded_argv(given),
         "--stop-timeout", "120", "--loglevel", "WARNING",
+        *(["--target-emulator", emulator] if emulator else []),
     ]  # fmt: skip
     # The sweep read the TOKENLOAD_* variables already; what it forwards is the whole run.
     env = {k: v for k, v in os.environ.items() if k not in env_var_names()}
@@ -327,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = make_run_dir(args.out)
     sim: ServerProcess | None = None
     host = args.host
+    command = ""  # the emulator's, when the sweep starts it
     if host is None:
         sim = ServerProcess(
             [
@@ -359,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
         # confirming itself). Peaks are the user's to give (--gpu-peaks), as for a real server.
     t0 = time.monotonic()
     try:
-        rc = _run_locust(args, host, run_dir)
+        rc = _run_locust(args, host, run_dir, command)
     finally:
         if sim is not None:
             sim.stop()

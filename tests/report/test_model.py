@@ -168,3 +168,34 @@ def test_reconstructed_command() -> None:
     assert "--endpoint chat" in reconstructed_command(s2)
     s2["config"]["endpoints"] = ["/v1/completions"]
     assert "--endpoint" not in reconstructed_command(s2)
+
+
+def test_a_reconstructed_command_reruns_the_shape_and_the_emulator() -> None:
+    # Found 2026-12-05: a rate run's command had no --rate (rerun, it was a staircase of the
+    # default levels), and a run against the built-in emulator named the port it happened to
+    # have (--host http://127.0.0.1:43313), which no rerun can reach.
+    rate = summary([step(0, None, 100, 30), step(1, None, 190, 35)])
+    rate["steps"][0]["target_rate_rps"], rate["steps"][1]["target_rate_rps"] = 2.0, 4.5
+    rate["search"] = {"shape": "rate", "arrival": "poisson"}
+    rate["config"]["target_emulator"] = "tokenload sim --profile h100-llama3.1-8b --max-num-seqs 8"
+    assert reconstructed_command(rate) == (
+        "tokenload sweep --sim-args '--profile h100-llama3.1-8b --max-num-seqs 8' --shape rate --rate 2,4.5 "
+        "--step-duration 10 --warmup 2 --prompt-tokens 128 --output-tokens 64"
+    )
+    rate["config"]["target_emulator"] = "tokenload sim"  # the default profile: no --sim-args
+    rate["search"]["arrival"] = "uniform"
+    assert reconstructed_command(rate).startswith(
+        "tokenload sweep --shape rate --rate 2,4.5 --arrival uniform "
+    )
+    context = summary([step(0, 1, 100, 30), step(1, 1, 90, 35), step(2, 1, 80, 40)])
+    for s, n in zip(context["steps"], (121, 511, 2041), strict=True):
+        s["prompt_tokens"] = str(n)
+    context["search"] = {"shape": "context_sweep"}
+    cmd = reconstructed_command(context)
+    assert "--shape context --prompt-lengths 121,511,2041 --concurrency 1 " in cmd, cmd
+    assert "--prompt-tokens" not in cmd  # each step's own length, above
+    knee = summary([step(0, 4, 100, 30), step(1, 16, 190, 35), step(2, 8, 150, 32)])
+    knee["search"] = {"shape": "knee"}
+    assert "--shape knee" in reconstructed_command(knee) and "--concurrency" not in reconstructed_command(
+        knee
+    )

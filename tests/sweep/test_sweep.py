@@ -123,6 +123,12 @@ def test_staircase_against_the_emulator(tmp_path: Path, workers: int) -> None:
     assert (config["stall_timeout_s"], config["ttft_timeout_s"]) == (29.0, 77.0)
     assert (config["prompt_tokens"], config["output_tokens"]) == ("20", "24")
     assert config["endpoints"] == ["/v1/completions"]  # the sweep's default --endpoint
+    # The report's command reruns the emulator by its arguments, not the port it happened to have.
+    assert config["target_emulator"] == "tokenload sim --profile h100-llama3.1-8b"
+    assert (
+        "`tokenload sweep --sim-args '--profile h100-llama3.1-8b' --concurrency 1,8 --step-duration 4"
+        in (run_dir / "report.md").read_text()
+    )
     steps = summary["steps"]
     assert [s["concurrency"] for s in steps] == [1, 8]
     for s in steps:

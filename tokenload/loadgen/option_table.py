@@ -220,6 +220,15 @@ OPTIONS: tuple[Option, ...] = (
         type=t.gpu_peaks_type,
     ),
     Option(
+        "--target-emulator",
+        "server",
+        "Set by tokenload sweep when it started the built-in emulator as the target: the "
+        "emulator's command line, kept in summary.json so the report's command reruns the "
+        "emulator, not its temporary port ('' = another server)",
+        default="",
+        in_sweep=False,
+    ),
+    Option(
         "--server-max-num-seqs",
         "server",
         "The server's max_num_seqs (vLLM's cap on running requests), when you know it: vLLM's "

@@ -54,6 +54,9 @@ class RunConfig:
     exporter_host: str = "0.0.0.0"
     #: The processes that send requests freeze the GC's long-lived objects (--no-gc-freeze: no).
     gc_freeze: bool = True
+    #: The built-in emulator's command line when tokenload sweep started it as the target
+    #: (``tokenload sim --profile ...``; '' = another server).
+    target_emulator: str = ""
 
     @property
     def api_key(self) -> str | None:
@@ -100,6 +103,7 @@ def run_config(options: Any) -> RunConfig:
         exporter_port=int(opt("exporter_port") or 0),
         exporter_host=str(opt("exporter_host")),
         gc_freeze=not bool(opt("no_gc_freeze")),
+        target_emulator=str(opt("target_emulator") or ""),
     )
 
 

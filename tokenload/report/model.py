@@ -8,6 +8,7 @@ threshold, or a diagnosis improved since the run, shows in the report.
 from __future__ import annotations
 
 import copy
+import shlex
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -47,16 +48,38 @@ def refresh_verdicts(summary: dict[str, Any], thresholds: Thresholds | None = No
 
 
 def reconstructed_command(summary: dict[str, Any]) -> str:
-    """A ``tokenload sweep`` line equivalent to the run, from what summary.json records (the
-    step timing is read back from the steps, so it is approximate)."""
+    """A ``tokenload sweep`` line equivalent to the run, from what summary.json records: the
+    target (the built-in emulator by its arguments, not the port it had), the shape and its loads
+    as the steps ran them. The step timing is read back from the steps, so it is approximate; a
+    knee, SLO or trace search records no options of its own, so only its shape is named."""
     steps = summary.get("steps") or []
     cfg = summary.get("config") or {}
+    shape = (summary.get("search") or {}).get("shape")
     words = ["tokenload", "sweep"]
-    if summary.get("host"):
+    emulator = str(cfg.get("target_emulator") or "")
+    if emulator:
+        sim_args = emulator.removeprefix("tokenload sim").strip()
+        words += ["--sim-args", shlex.quote(sim_args)] if sim_args else []
+    elif summary.get("host"):
         words += ["--host", str(redact(summary["host"]))]
-    loads = [s.get("concurrency") for s in steps if s.get("concurrency") is not None]
-    if loads:
-        words += ["--concurrency", ",".join(str(c) for c in loads)]
+
+    def distinct(key: str) -> list[Any]:
+        return list(dict.fromkeys(s[key] for s in steps if s.get(key) is not None))
+
+    if shape == "rate":
+        words += ["--shape", "rate", "--rate", ",".join(f"{r:g}" for r in distinct("target_rate_rps"))]
+        arrival = (summary.get("search") or {}).get("arrival")
+        if arrival and arrival != "poisson":
+            words += ["--arrival", str(arrival)]
+    elif shape == "context_sweep":
+        words += ["--shape", "context", "--prompt-lengths", ",".join(map(str, distinct("prompt_tokens")))]
+        words += ["--concurrency", ",".join(map(str, distinct("concurrency")))]
+    elif shape in ("knee", "slo", "trace"):
+        words += ["--shape", shape]
+    else:
+        loads = [s.get("concurrency") for s in steps if s.get("concurrency") is not None]
+        if loads:
+            words += ["--concurrency", ",".join(str(c) for c in loads)]
     held = [s["end"] - s["start"] for s in steps if isinstance(s.get("end"), int | float) and s.get("start")]
     warm = [
         s["measure_start"] - s["start"]
@@ -72,7 +95,7 @@ def reconstructed_command(summary: dict[str, Any]) -> str:
         words += ["--endpoint", "chat"]
     for key, flag in (("prompt_tokens", "--prompt-tokens"), ("output_tokens", "--output-tokens"),
                       ("model", "--model")):  # fmt: skip
-        if cfg.get(key) not in (None, ""):
+        if cfg.get(key) not in (None, "") and not (shape == "context_sweep" and key == "prompt_tokens"):
             words += [flag, str(cfg[key])]
     return " ".join(words)
 
