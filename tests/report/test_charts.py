@@ -180,6 +180,14 @@ def test_server_series_and_counters() -> None:
     ]
     one = {c.key: c for c in build_charts({"started_at": 0.0, "steps": _steps()}, _points())}
     assert len(one["kv_usage"].series) == 1  # one server: its own line only
+    # Prometheus series without the replica label are the fleet's (target "prometheus"), not a
+    # third replica: no line of their own (it was drawn as one, empty, and named a replica).
+    fleet = {"t": 5.02, "target": "prometheus", "ok": True, "scalars": {"requests_waiting": 2}}
+    by = {c.key: c for c in build_charts({"started_at": 0.0, "steps": _steps(), "knee": None}, [*two, fleet])}
+    assert [x.label for x in by["kv_usage"].series][1:] == [
+        "kv_cache_usage_ratio a",
+        "kv_cache_usage_ratio b",
+    ]
 
 
 def test_build_charts_without_server_metrics_says_no_data() -> None:

@@ -9,6 +9,7 @@ from typing import Any
 from tokenload.report.capacity import SLO, step_load
 from tokenload.report.svg import Band, Chart, HLine, Series, VMark
 from tokenload.report.tables import load_label
+from tokenload.servermetrics.promql_answers import FLEET_TARGET
 from tokenload.servermetrics.summary import tick_series
 
 __all__ = ["CHART_KEYS", "build_charts", "cumulative_increase", "fleet_increase", "server_series"]
@@ -197,7 +198,9 @@ def build_charts(
     def rel(series: list[tuple[float, float]]) -> tuple[tuple[float, float], ...]:
         return tuple((t - t0, v) for t, v in series)
 
-    targets = sorted({p.get("target") for p in points if p.get("ok") and p.get("target")})
+    # Replicas: the scrape targets, or Prometheus' series by their replica label; a series
+    # without the label is the fleet's (FLEET_TARGET), not one more replica.
+    targets = sorted({t for p in points if p.get("ok") and (t := p.get("target")) and t != FLEET_TARGET})
     replicas = targets if len(targets) >= 2 else []
 
     charts.append(
