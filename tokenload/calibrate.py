@@ -90,7 +90,13 @@ def observations_from_run(run_dir: Path) -> tuple[list[Any], list[str], str | No
     try:
         summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
     except OSError as exc:
-        what = "no such directory" if not run_dir.is_dir() else f"no summary.json ({exc.strerror or exc})"
+        what = (
+            "no such directory"
+            if not run_dir.exists()
+            else "not a directory"
+            if not run_dir.is_dir()
+            else f"no summary.json ({exc.strerror or exc})"
+        )
         raise ValueError(f"{run_dir}: {what}") from None
     except ValueError:
         raise ValueError(f"{run_dir}/summary.json: not JSON") from None
@@ -202,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         notes += left
         if predicted_by is not None:
             warnings.append(
-                f"{run} is a prediction (tokenload plan), not a measurement: the fit reproduces "
+                f"{run} is a prediction ({predicted_by}), not a measurement: the fit reproduces "
                 "the profile that predicted it; it does not twin a server"
             )
     if not observations:

@@ -114,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     from tokenload.analysis.judge import judge_steps
     from tokenload.loadgen.steps import StepSpecError, parse_concurrency_list, parse_rate_list
     from tokenload.sim import main as sim_main
+    from tokenload.sim.profile import DEFAULT_PROFILE
     from tokenload.sim.virtual_sweep import VirtualSchedule, VirtualWorkload, virtual_sweep
     from tokenload.workload.errors import WorkloadError
     from tokenload.workload.lengths import parse_length_spec
@@ -184,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
             other = virtual_sweep(profile, config, replace(workload, seed=seed), schedule)
             runs.append((seed, *judge_steps(other.steps, max_num_seqs=config.max_num_seqs)))
         spread = draw_spread(runs)
-    label = f"prediction: tokenload sim {args.sim_args or '--profile a40-qwen2.5-7b'} in simulated time"
+    label = f"prediction: tokenload sim {args.sim_args or '--profile ' + DEFAULT_PROFILE} in simulated time"
     # The capacity, goodput and replicas exactly as `tokenload report` computes them.
     from tokenload.report.model import build_model
 
@@ -365,7 +366,7 @@ def _report_args(args: argparse.Namespace) -> list[str]:
         ("--headroom", args.headroom),
     ):
         if value is not None:
-            out += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
+            out += [flag, f"{value:.15g}" if isinstance(value, float) else str(value)]
     return out
 
 
@@ -407,8 +408,9 @@ def _write_run(run_dir: Path, out: dict[str, Any], sweep: Any) -> None:
         "scrape_failures": None,
         "prediction": out["prediction"],
     }
-    if out.get("what_if"):
-        summary["what_if"] = out["what_if"]
+    for key in ("what_if", "draws"):  # what the report shows of the plan, and the other draws
+        if out.get(key):
+            summary[key] = out[key]
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str), encoding="utf-8")
     with open(run_dir / "requests.jsonl", "w", encoding="utf-8") as fh:
         for rec in sweep.records:

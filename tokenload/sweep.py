@@ -350,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 2
-        command = " ".join(["tokenload sim", *([args.sim_args] if args.sim_args.strip() else [])])
+        command = " ".join(["tokenload sim", *args.sim_args.split()])
         print(f"target: the built-in emulator ({command}) at {host}", flush=True)
         if not args.metrics_url and not args.metrics_discover and not args.prometheus_url:
             # Several replicas behind the emulator's router: scrape each one's /metrics, as a

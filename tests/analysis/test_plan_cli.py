@@ -238,12 +238,16 @@ def test_an_open_loop_plan_shows_what_other_draws_would_measure() -> None:
     assert sum(draws["knee_step"].values()) == 5
 
 
-def test_a_staircase_plan_draws_once_unless_asked() -> None:
+def test_a_staircase_plan_draws_once_unless_asked(tmp_path: Path) -> None:
     base = ["--concurrency", "2,8", "--step-duration", "5", "--warmup", "1", "--json"]
     assert "draws" not in json.loads(_plan(*base).stdout)
-    out = _plan(*base, "--draws", "2", "--prompt-tokens", "uniform:100-900")
+    out = _plan(*base, "--draws", "2", "--prompt-tokens", "uniform:100-900", "--out", str(tmp_path / "p"))
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["draws"]["seeds"] == [0, 1]
+    # The run directory keeps them: its report's figures are one draw of these.
+    assert (
+        json.loads((tmp_path / "p" / "summary.json").read_text())["draws"] == json.loads(out.stdout)["draws"]
+    )
     text = _plan(*base[:-1], "--draws", "2")
     assert "over 2 draws (seeds 0-1" in text.stdout and "knee over the draws:" in text.stdout
     bad = _plan(*base, "--draws", "0")

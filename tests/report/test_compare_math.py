@@ -336,3 +336,27 @@ def test_the_noise_interval_holds_the_change_it_is_the_noise_of() -> None:
     assert itl.change == 0.0 and itl.interval is not None
     assert itl.interval[0] <= 0.0 <= itl.interval[1], itl.interval
     assert not itl.beyond_noise
+
+
+def test_two_emulator_runs_differ_by_what_was_served_not_by_its_ports() -> None:
+    from tokenload.loadgen.options import config_differences
+
+    a = {
+        "run_dir": "r/a",
+        "metrics_urls": ["http://127.0.0.1:4001/metrics"],
+        "target_emulator": "tokenload sim",
+    }
+    b = {**a, "run_dir": "r/b", "metrics_urls": ["http://127.0.0.1:5002/metrics"]}
+    assert config_differences(a, b) == {}
+    b["target_emulator"] = "tokenload sim --profile h100-llama3.1-8b"
+    assert config_differences(a, b) == {
+        "target_emulator": ("tokenload sim", "tokenload sim --profile h100-llama3.1-8b")
+    }
+    # Real servers: their /metrics URLs are what was scraped, a difference worth saying.
+    real_a = {"metrics_urls": ["http://gpu-1:8000/metrics"]}
+    real_b = {"metrics_urls": ["http://gpu-2:8000/metrics"], "prometheus_selector": []}
+    # A run from before a key existed reads as its default (target_emulator '', selector []).
+    assert config_differences(real_a, real_b) == {
+        "metrics_urls": (["http://gpu-1:8000/metrics"], ["http://gpu-2:8000/metrics"])
+    }
+    assert config_differences({"target_emulator": ""}, {}) == {}

@@ -4,6 +4,7 @@ the per-step table, edge cases (no steps, no server metrics) in markdown and HTM
 from __future__ import annotations
 
 import copy
+import shlex
 
 from tokenload.analysis.thresholds import Thresholds
 from tokenload.report.capacity import Target, parse_slo
@@ -183,10 +184,13 @@ def test_a_reconstructed_command_reruns_the_shape_and_the_emulator() -> None:
         "--step-duration 10 --warmup 2 --prompt-tokens 128 --output-tokens 64"
     )
     rate["config"]["target_emulator"] = "tokenload sim"  # the default profile: no --sim-args
-    rate["search"]["arrival"] = "uniform"
+    rate["search"]["arrival"] = "gamma:2"
     assert reconstructed_command(rate).startswith(
-        "tokenload sweep --shape rate --rate 2,4.5 --arrival uniform "
+        "tokenload sweep --shape rate --rate 2,4.5 --arrival gamma:2 "
     )
+    # The option names the emulator only where it ran: against another host it is not believed.
+    rate["host"] = "http://gpu-box:8000"
+    assert reconstructed_command(rate).startswith("tokenload sweep --host http://gpu-box:8000 --shape rate ")
     context = summary([step(0, 1, 100, 30), step(1, 1, 90, 35), step(2, 1, 80, 40)])
     for s, n in zip(context["steps"], (121, 511, 2041), strict=True):
         s["prompt_tokens"] = str(n)
@@ -199,3 +203,25 @@ def test_a_reconstructed_command_reruns_the_shape_and_the_emulator() -> None:
     assert "--shape knee" in reconstructed_command(knee) and "--concurrency" not in reconstructed_command(
         knee
     )
+
+
+def test_a_reconstructed_command_is_one_a_shell_runs() -> None:
+    """Review findings: an SLO search's command lacked its --slo (the sweep refuses that), a run
+    with no steps ended in empty flags, and a host or model with shell characters came out bare."""
+    slo = summary([step(0, None, 100, 30)])
+    slo["steps"][0]["target_rate_rps"] = 4.0
+    slo["search"] = {"shape": "slo", "slo": "ttft_p95_ms=500", "slo_attainment": 0.9, "arrival": "poisson"}
+    assert "--shape slo --slo ttft_p95_ms=500 --slo-attainment 0.9 --step-duration" in reconstructed_command(
+        slo
+    )
+    empty = summary([])
+    for shape in ("rate", "context_sweep", "slo", None):
+        empty["search"] = {"shape": shape} if shape else None
+        words = shlex.split(reconstructed_command(empty))
+        assert all(w for w in words) and words[-1] != "--rate" and "--concurrency" not in words, words
+    odd = summary([step(0, 1, 100, 30)])
+    odd["host"] = "http://h:1/x?a=1&b=2"
+    odd["config"]["model"] = "my model"
+    words = shlex.split(reconstructed_command(odd))
+    assert words[words.index("--host") + 1] == "http://h:1/x?a=1&b=2"
+    assert words[words.index("--model") + 1] == "my model"

@@ -142,6 +142,8 @@ def test_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str
     out = str(tmp_path / "p.yaml")
     assert "missing: no such directory" in _calibrate_error(capsys, str(tmp_path / "missing"), "-o", out)
     assert "no summary.json" in _calibrate_error(capsys, str(tmp_path), "-o", out)
+    (tmp_path / "a-file").write_text("x")
+    assert "a-file: not a directory" in _calibrate_error(capsys, str(tmp_path / "a-file"), "-o", out)
     assert "--fix: expected NAME=VALUE" in _calibrate_error(
         capsys, str(tmp_path), "-o", out, "--fix", "kv_read"
     )

@@ -196,3 +196,21 @@ def test_a_users_next_request_misses_the_engine_step_that_starts_as_its_last_one
 
     assert ttft_p50(0.001) == pytest.approx(194.4, rel=0.05)
     assert ttft_p50(0.0) < 0.9 * 194.4
+
+
+def test_a_requests_step_and_phase_at_the_windows_edges() -> None:
+    """One definition (step_and_phase) for the settle's count and the record: windows are
+    half-open, a request is its step's by when it was meant to be sent and measured by when it
+    was sent, and nothing between a step's end and the next one's start belongs to a step."""
+    from tokenload.loadgen.phases import StepWindow
+    from tokenload.sim.virtual_sweep import step_and_phase
+
+    windows = [StepWindow(0, 4, None, 10.0, 12.0, 20.0), StepWindow(1, 8, None, 25.0, 27.0, 35.0)]
+    assert step_and_phase(windows, 9.99, 9.99) == (None, None)
+    assert step_and_phase(windows, 10.0, 10.0) == (0, "warmup")
+    assert step_and_phase(windows, 11.0, 12.0) == (0, "measure")  # sent as the warm-up ended
+    assert step_and_phase(windows, 19.0, 19.99) == (0, "measure")
+    assert step_and_phase(windows, 19.0, 20.0) == (0, None)  # meant in step 0, sent at its end
+    assert step_and_phase(windows, 20.0, 20.0) == (None, None)  # the settle: no step
+    assert step_and_phase(windows, 24.0, 25.5) == (None, None)  # meant before step 1 began
+    assert step_and_phase(windows, 25.0, 25.0) == (1, "warmup")

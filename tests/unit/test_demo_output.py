@@ -53,3 +53,20 @@ def test_a_context_sweep_is_not_told_to_raise_the_load() -> None:
         {**summary, "search": None}, [], [], Thresholds(), None, None, None, None, None, 0.0
     )
     assert "raise the load" in staircase.knee_sentence()
+
+
+def test_no_knee_names_the_highest_load_not_the_last_probe() -> None:
+    # A knee search's steps are in the order it probed them (review finding).
+    from tokenload.report.tables import no_knee_sentence
+
+    probes = {
+        "steps": [{"concurrency": 4}, {"concurrency": 64}, {"concurrency": 16}],
+        "search": {"shape": "knee"},
+    }
+    assert (
+        no_knee_sentence(probes)
+        == "Not saturated at any step up to 64 users: raise the load to find the knee."
+    )
+    rates = {"steps": [{"concurrency": None, "target_rate_rps": 2.5}, {"target_rate_rps": 1.0}]}
+    assert "up to 2.5 req/s" in no_knee_sentence(rates)
+    assert no_knee_sentence({"steps": []}) == "Not saturated at any step: raise the load to find the knee."

@@ -55,6 +55,9 @@ class Option:
     in_sweep: bool = True
     #: The environment variable, when not ``TOKENLOAD_`` + the flag's name.
     env: str = ""
+    #: Set by tokenload itself (sweep -> Locust), not by users: left out of --help and the
+    #: Kubernetes table.
+    internal: bool = False
 
     @property
     def dest(self) -> str:
@@ -227,6 +230,7 @@ OPTIONS: tuple[Option, ...] = (
         "emulator, not its temporary port ('' = another server)",
         default="",
         in_sweep=False,
+        internal=True,
     ),
     Option(
         "--server-max-num-seqs",
@@ -529,6 +533,8 @@ def add_options(parser: Any, scope: Scope, env_vars: bool) -> None:
                 "default": default,
                 "help": f"{o.help} (default {str(default).replace('%', '%%')})" if shown else o.help,
             }
+            if o.internal:
+                kwargs["help"] = argparse.SUPPRESS
             if env_vars:
                 kwargs["env_var"] = o.env_var
             if o.kind == "switch":
@@ -598,7 +604,7 @@ def _default_text(o: Option) -> str:
 def markdown(options: Iterable[Option] | None = None) -> str:
     """The run options as a Markdown table: variable, flag, default, meaning."""
     rows = ["| variable | flag | default | meaning |", "|---|---|---|---|"]
-    for o in options if options is not None else _selected("run"):
+    for o in options if options is not None else [o for o in _selected("run") if not o.internal]:
         meaning = o.help.replace("%%", "%").replace("|", "\\|")
         rows.append(f"| `{o.env_var}` | `{o.flag}` | {_default_text(o)} | {meaning} |")
     return "\n".join(rows) + "\n"

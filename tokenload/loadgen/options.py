@@ -8,13 +8,13 @@ the key cannot appear in the web UI, in logs or in a saved configuration.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any
 
 from tokenload.loadgen.option_table import add_options, run_defaults
 from tokenload.loadgen.option_types import gpu_peaks
 
-__all__ = ["RunConfig", "add_arguments", "run_config"]
+__all__ = ["RunConfig", "add_arguments", "config_differences", "run_config"]
 
 
 def add_arguments(parser: Any) -> None:
@@ -111,3 +111,30 @@ def _selector(text: str) -> tuple[str, ...]:
     from tokenload.servermetrics.promql import parse_selector
 
     return parse_selector(str(text or ""))
+
+
+#: Config entries that differ between any two runs and say nothing about the workload.
+INCIDENTAL_CONFIG = frozenset({"run_dir"})
+
+
+def config_differences(a: dict[str, Any], b: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """What differs between two runs' ``config`` (summary.json): key -> (a's, b's), leaving out
+    what differs between any two runs (the run directory) and, for two runs against the emulator
+    tokenload sweep started, its /metrics URLs (the ports it happened to get: its arguments,
+    ``target_emulator``, say what was served). A key a run made before it existed has its
+    default."""
+    incidental = INCIDENTAL_CONFIG | (
+        {"metrics_urls"} if a.get("target_emulator") and b.get("target_emulator") else set()
+    )
+    # As summary.json holds them (JSON: a tuple is a list).
+    defaults = {
+        f.name: list(f.default) if isinstance(f.default, tuple) else f.default
+        for f in fields(RunConfig)
+        if f.default is not MISSING
+    }
+    out = {}
+    for key in sorted((set(a) | set(b)) - incidental):
+        va, vb = a.get(key, defaults.get(key)), b.get(key, defaults.get(key))
+        if va != vb:
+            out[key] = (va, vb)
+    return out

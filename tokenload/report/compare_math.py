@@ -50,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from tokenload.loadgen.options import config_differences
 from tokenload.report.noise import (
     BOOTSTRAP_ROUNDS,
     CONFIDENCE,
@@ -86,8 +87,6 @@ JITTER_MS = {"ttft_ms": 2.0, "e2e_ms": 2.0, "tpot_ms": 0.2, "itl_ms": 0.2}
 LATENCY_METRICS = tuple((m, q) for m in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms") for q in ("p50", "p99"))
 RATE_METRICS = ("output_tokens_per_s", "requests_per_s")
 _QUANTILE = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
-#: Config entries that differ between any two runs and say nothing about the workload.
-_INCIDENTAL_CONFIG = {"run_dir"}
 
 
 def step_key(step: dict[str, Any]) -> tuple[str, float, str] | None:
@@ -401,12 +400,9 @@ def compare_runs(
                 notes,
             )
         )
-    cfg_a, cfg_b = summary_a.get("config") or {}, summary_b.get("config") or {}
     # A prediction has no options (tokenload plan --out writes none): no configuration to compare.
-    keys = (
-        [k for k in sorted(set(cfg_a) | set(cfg_b)) if k not in _INCIDENTAL_CONFIG] if cfg_a and cfg_b else []
-    )
-    diff = {k: (cfg_a.get(k), cfg_b.get(k)) for k in keys if cfg_a.get(k) != cfg_b.get(k)}
+    cfg_a, cfg_b = summary_a.get("config") or {}, summary_b.get("config") or {}
+    diff = config_differences(cfg_a, cfg_b) if cfg_a and cfg_b else {}
     return Comparison(
         run_a=str(summary_a.get("run_id")),
         run_b=str(summary_b.get("run_id")),

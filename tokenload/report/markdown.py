@@ -81,7 +81,7 @@ def capacity_lines(model: ReportModel) -> list[str]:
                 lines.append(
                     f"Goodput there: {cap.goodput_requests_per_s:.2f} req/s and "
                     f"{cap.goodput_output_tokens_per_s:.1f} output tokens/s = the step's {seen} rates "
-                    f"x the share of its {cap.share.requests} measured requests that individually met every "
+                    f"x the share of its {cap.share.requests} {seen} requests that individually met every "
                     f"per-request limit (TTFT/TPOT/E2E; ITL limits judge steps only): "
                     f"{cap.share.good}/{cap.share.requests} = {100 * share:.1f} %."
                 )

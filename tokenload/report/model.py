@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import shlex
 import time
+import urllib.parse
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -47,39 +48,57 @@ def refresh_verdicts(summary: dict[str, Any], thresholds: Thresholds | None = No
     return out
 
 
+def _is_loopback(host: str) -> bool:
+    name = urllib.parse.urlsplit(host if "//" in host else "//" + host).hostname or ""
+    return name == "localhost" or name.startswith("127.") or name == "::1"
+
+
 def reconstructed_command(summary: dict[str, Any]) -> str:
     """A ``tokenload sweep`` line equivalent to the run, from what summary.json records: the
     target (the built-in emulator by its arguments, not the port it had), the shape and its loads
-    as the steps ran them. The step timing is read back from the steps, so it is approximate; a
-    knee, SLO or trace search records no options of its own, so only its shape is named."""
+    as the steps ran them, quoted for a POSIX shell. The step timing is read back from the steps,
+    so it is approximate; a knee search records none of its own options, so it gets the
+    sweep's defaults."""
     steps = summary.get("steps") or []
     cfg = summary.get("config") or {}
-    shape = (summary.get("search") or {}).get("shape")
+    search = summary.get("search") or {}
+    shape = search.get("shape")
     words = ["tokenload", "sweep"]
-    emulator = str(cfg.get("target_emulator") or "")
-    if emulator:
+    host = str(redact(summary["host"])) if summary.get("host") else ""
+    emulator = str(redact(cfg.get("target_emulator") or ""))
+    if emulator and (not host or _is_loopback(host)):  # the emulator sweep started, on loopback
         sim_args = emulator.removeprefix("tokenload sim").strip()
-        words += ["--sim-args", shlex.quote(sim_args)] if sim_args else []
-    elif summary.get("host"):
-        words += ["--host", str(redact(summary["host"]))]
+        words += ["--sim-args", sim_args] if sim_args else []
+    elif host:
+        words += ["--host", host]
 
-    def distinct(key: str) -> list[Any]:
-        return list(dict.fromkeys(s[key] for s in steps if s.get(key) is not None))
+    def joined(key: str, fmt: Any = str) -> str:
+        return ",".join(fmt(v) for v in dict.fromkeys(s[key] for s in steps if s.get(key) is not None))
+
+    def add(flag: str, value: Any) -> None:
+        if value not in (None, ""):
+            words.extend([flag, str(value)])
 
     if shape == "rate":
-        words += ["--shape", "rate", "--rate", ",".join(f"{r:g}" for r in distinct("target_rate_rps"))]
-        arrival = (summary.get("search") or {}).get("arrival")
-        if arrival and arrival != "poisson":
-            words += ["--arrival", str(arrival)]
+        words += ["--shape", "rate"]
+        add("--rate", joined("target_rate_rps", lambda r: f"{r:g}"))
     elif shape == "context_sweep":
-        words += ["--shape", "context", "--prompt-lengths", ",".join(map(str, distinct("prompt_tokens")))]
-        words += ["--concurrency", ",".join(map(str, distinct("concurrency")))]
-    elif shape in ("knee", "slo", "trace"):
+        words += ["--shape", "context"]
+        add("--prompt-lengths", joined("prompt_tokens"))
+        add("--concurrency", joined("concurrency"))
+    elif shape == "slo":
+        words += ["--shape", "slo"]
+        add("--slo", search.get("slo"))
+        add("--slo-attainment", search.get("slo_attainment"))
+    elif shape in ("knee", "trace"):
         words += ["--shape", shape]
     else:
-        loads = [s.get("concurrency") for s in steps if s.get("concurrency") is not None]
-        if loads:
-            words += ["--concurrency", ",".join(str(c) for c in loads)]
+        add(
+            "--concurrency",
+            ",".join(str(s["concurrency"]) for s in steps if s.get("concurrency") is not None),
+        )
+    if shape in ("rate", "slo") and search.get("arrival") not in (None, "poisson"):
+        add("--arrival", search["arrival"])
     held = [s["end"] - s["start"] for s in steps if isinstance(s.get("end"), int | float) and s.get("start")]
     warm = [
         s["measure_start"] - s["start"]
@@ -95,9 +114,9 @@ def reconstructed_command(summary: dict[str, Any]) -> str:
         words += ["--endpoint", "chat"]
     for key, flag in (("prompt_tokens", "--prompt-tokens"), ("output_tokens", "--output-tokens"),
                       ("model", "--model")):  # fmt: skip
-        if cfg.get(key) not in (None, "") and not (shape == "context_sweep" and key == "prompt_tokens"):
-            words += [flag, str(cfg[key])]
-    return " ".join(words)
+        if not (shape == "context_sweep" and key == "prompt_tokens"):  # each step's own, above
+            add(flag, cfg.get(key))
+    return shlex.join(words)
 
 
 @dataclass(slots=True)

@@ -284,11 +284,12 @@ def failure_counts(
 
 def no_knee_sentence(summary: dict[str, Any]) -> str:
     """Why a run has no knee: a context sweep has none to find (one load, longer prompts step by
-    step: it measures the cost of length); any other run was not saturated up to its last step."""
+    step: it measures the cost of length); any other run was not saturated up to its highest load."""
     if (summary.get("search") or {}).get("shape") == "context_sweep":
         return "A context sweep: one load, prompt length changing by step (no knee to find)."
-    steps = summary.get("steps") or []
-    upto = f" up to {load_label(steps[-1])}" if steps else ""
+    steps = summary.get("steps") or []  # a search's are in the order it probed them
+    top = max(steps, key=lambda s: s.get("concurrency") or s.get("target_rate_rps") or 0, default=None)
+    upto = f" up to {load_label(top)}" if top else ""
     return f"Not saturated at any step{upto}: raise the load to find the knee."
 
 

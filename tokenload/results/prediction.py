@@ -18,7 +18,7 @@ def prediction_label(summary: dict[str, Any]) -> str | None:
     """What predicted the run (``prediction.label`` without its ``prediction:`` prefix), or None
     for a measured run."""
     pred = summary.get("prediction")
-    if not pred:
+    if pred is None or pred == "":
         return None
     label = pred.get("label") if isinstance(pred, dict) else str(pred)
     return str(label or DEFAULT_LABEL).removeprefix("prediction: ")

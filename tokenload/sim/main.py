@@ -10,6 +10,8 @@ from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
+from tokenload.sim.profile import DEFAULT_PROFILE
+
 __all__ = ["build_parser", "engine_setup", "main"]
 
 
@@ -23,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--list-profiles", action="store_true", help="list the built-in hardware profiles and exit"
     )
     p.add_argument(
-        "--profile", default=None, help="built-in profile name or a YAML file (default a40-qwen2.5-7b)"
+        "--profile", default=None, help=f"built-in profile name or a YAML file (default {DEFAULT_PROFILE})"
     )
     p.add_argument("--host", default="127.0.0.1", help="bind address (default loopback only)")
     p.add_argument("--port", type=int, default=8000, help="port; 0 picks a free one")
@@ -137,7 +139,7 @@ def engine_setup(args: argparse.Namespace) -> tuple[Any, Any]:
     from tokenload.sim.engine import EngineConfig
     from tokenload.sim.profile import load_profile
 
-    profile = load_profile(args.profile) if args.profile else load_profile("a40-qwen2.5-7b")
+    profile = load_profile(args.profile or DEFAULT_PROFILE)
     cfg: dict[str, Any] = {"preset": args.preset, "seed": args.seed}
     for name in (
         "max_num_seqs",
