@@ -189,26 +189,18 @@ def main(argv: list[str] | None = None) -> int:
     # The capacity, goodput and replicas exactly as `tokenload report` computes them.
     from tokenload.report.model import build_model
 
+    def judged(
+        steps: list[dict[str, Any]], knee: dict[str, Any] | None, records: list[dict[str, Any]]
+    ) -> Any:
+        summary = {"steps": steps, "knee": knee, "prediction": {"label": label}}
+        return build_model(summary, records, [], slo=slo, target=target, headroom=headroom)
+
     capacity_model = None
     if args.slo is not None or target is not None:
-        capacity_model = build_model(
-            {"steps": steps, "knee": knee, "prediction": {"label": label}},
-            sweep.records,
-            [],
-            slo=slo,
-            target=target,
-            headroom=headroom,
-        )
+        capacity_model = judged(steps, knee, sweep.records)
     what_if: list[dict[str, Any]] = []
     if variants:
-        as_is = capacity_model or build_model(
-            {"steps": steps, "knee": knee, "prediction": {"label": label}},
-            sweep.records,
-            [],
-            slo=slo,
-            target=target,
-            headroom=headroom,
-        )
+        as_is = capacity_model or judged(steps, knee, sweep.records)
         what_if.append(_outcome("(as is)", {}, steps, knee, as_is))
     for change, v_profile, v_config in variants:
         try:
@@ -216,14 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as exc:
             _fail(f"--set {change.text}: {exc}")
         v_steps, v_knee = judge_steps(v_sweep.steps, max_num_seqs=v_config.max_num_seqs)
-        v_model = build_model(
-            {"steps": v_steps, "knee": v_knee, "prediction": {"label": label}},
-            v_sweep.records,
-            [],
-            slo=slo,
-            target=target,
-            headroom=headroom,
-        )
+        v_model = judged(v_steps, v_knee, v_sweep.records)
         what_if.append(_outcome(change.text, change.to_dict(), v_steps, v_knee, v_model))
     out: dict[str, Any] = {
         "prediction": {
