@@ -133,7 +133,8 @@ CACHE: Path | None = None
 #: Part of every cache key: bump it when the virtual sweep records differently, so a kept
 #: sweep from before is not judged as if it were today's. 2: steps settle and users spawn as the
 #: step shapes make them, and send again a client turnaround after a response (2026-12-05).
-SWEEP_VERSION = 2
+#: 3: the turnaround drawn from its measured spread, not one value (tokenload/sim/turnaround.py).
+SWEEP_VERSION = 3
 #: --given-max-num-seqs: judge as a user who tells tokenload the server's max_num_seqs
 #: (--server-max-num-seqs); vLLM's /metrics does not show it.
 GIVEN_CAP = False

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tokenload.sim.profile import load_profile
 from tokenload.sim.virtual_sweep import VirtualSchedule, VirtualWorkload, virtual_sweep
 
 A40 = "a40-qwen2.5-7b"
@@ -181,7 +182,7 @@ def test_a_users_next_request_misses_the_engine_step_that_starts_as_its_last_one
     workload = VirtualWorkload("128", "64", seed=1)
 
     def ttft_p50(turnaround: float) -> float:
-        sch = VirtualSchedule(concurrency=(4, 16, 64), step_duration_s=8.0, client_turnaround_s=turnaround)
+        sch = VirtualSchedule(concurrency=(4, 16, 64), step_duration_s=8.0, client_turnaround_s=(turnaround,))
         vs = virtual_sweep(A40, None, workload, sch)
         by_client: dict[int, list] = {}
         for r in vs.requests:
@@ -214,3 +215,55 @@ def test_a_requests_step_and_phase_at_the_windows_edges() -> None:
     assert step_and_phase(windows, 20.0, 20.0) == (None, None)  # the settle: no step
     assert step_and_phase(windows, 24.0, 25.5) == (None, None)  # meant before step 1 began
     assert step_and_phase(windows, 25.0, 25.0) == (1, "warmup")
+
+
+def test_users_with_equal_requests_do_not_lock_in_phase() -> None:
+    # Against tokenload sim over loopback (tokenload sweep --concurrency 2,8 --prompt-tokens 1024
+    # --output-tokens 256 --step-duration 30, the A40 profile with bench/twin_sim.py's seed-1
+    # perturbation, 2026-12-05): TTFT p50 194.4 ms at 2 users, 340.4 at 8. With one turnaround
+    # value the two virtual users locked in phase, each request meeting the other's prefill:
+    # 315.7 ms. Drawn from the measured spread (tokenload.sim.turnaround), as the real run.
+    from tokenload.sim.calibrate import perturbed_values, with_values
+    from tokenload.sim.turnaround import CLIENT_TURNAROUND_S
+
+    base = load_profile("a40-qwen2.5-7b")
+    hidden = with_values(base, perturbed_values(base, 1))
+    workload = VirtualWorkload("1024", "256")
+
+    def ttft_p50(quantiles: tuple[float, ...]) -> list[float]:
+        sch = VirtualSchedule(concurrency=(2, 8), step_duration_s=30.0, client_turnaround_s=quantiles)
+        vs = virtual_sweep(hidden, None, workload, sch)
+        gaps = [
+            nxt.arrival_s - prev.token_times_s[-1]
+            for reqs in _by_client(vs.requests).values()
+            for prev, nxt in pairwise(reqs)
+            if nxt.arrival_s - prev.token_times_s[-1] < 0.5  # not a spawn for the next step
+        ]
+        assert min(gaps) >= quantiles[0] - 1e-12 and max(gaps) <= quantiles[-1] + 1e-12
+        return [s["ttft_ms"]["p50"] for s in vs.steps]
+
+    assert ttft_p50(CLIENT_TURNAROUND_S) == pytest.approx([194.4, 340.4], rel=0.05)
+    assert ttft_p50((0.001,))[0] > 1.5 * 194.4
+
+
+def _by_client(requests: list) -> dict[int, list]:
+    out: dict[int, list] = {}
+    for r in requests:
+        out.setdefault(r.client, []).append(r)
+    for reqs in out.values():
+        reqs.sort(key=lambda r: r.arrival_s)
+    return out
+
+
+def test_a_turnaround_is_drawn_from_its_quantiles() -> None:
+    import random
+
+    from tokenload.sim.turnaround import turnaround
+
+    rng = random.Random(0)
+    draws = sorted(turnaround((0.001, 0.002, 0.005), rng) for _ in range(4000))
+    assert draws[0] >= 0.001 and draws[-1] <= 0.005
+    assert draws[2000] == pytest.approx(0.002, abs=1e-4)  # the middle quantile is the median
+    assert turnaround((0.003,), rng) == 0.003
+    with pytest.raises(ValueError, match="client turnaround"):
+        VirtualSchedule(concurrency=(1,), client_turnaround_s=(0.002, 0.001))

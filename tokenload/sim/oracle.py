@@ -122,7 +122,7 @@ def steady_throughput(
         drain_s=0.0,
         max_in_flight=4096,
         settle=False,  # one level, held: nothing to settle
-        client_turnaround_s=0.0,  # the oracle's definition: users send again at once
+        client_turnaround_s=(0.0,),  # the oracle's definition: users send again at once
     )
     sweep = virtual_sweep(profile, config, workload, schedule)
     tokens = sum(1 for r in sweep.requests for t in r.token_times_s if warmup_s <= t < duration_s)

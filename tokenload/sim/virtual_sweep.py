@@ -14,6 +14,7 @@ engine's internals stay here (the ground-truth oracle, :mod:`tokenload.sim.oracl
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from tokenload.servermetrics.summary import summarize_window
 from tokenload.sim.engine import EngineConfig, SimEngine
 from tokenload.sim.metrics import SimMetrics
 from tokenload.sim.profile import Profile, load_profile
+from tokenload.sim.turnaround import CLIENT_TURNAROUND_S, turnaround
 from tokenload.sim.virtual import RequestSpec, VirtualDriver, VirtualRequest
 from tokenload.workload.lengths import parse_length_spec
 
@@ -76,11 +78,13 @@ class VirtualSchedule:
     settle: bool = True
     settle_timeout_s: float = 60.0
     #: Closed loop: from a request's last token at the server to its user's next request reaching
-    #: the server (the response's way back, the client, the next request's way there). Measured
-    #: against the emulator over loopback (4/16/64 users, 2-core VM, 2026-12-05): median 0.74 ms,
-    #: p25-p75 0.64-2.99 ms. What it changes is that it is not 0: the next request misses the
-    #: engine step that starts as the last one ends, and waits for it, as a real client's does.
-    client_turnaround_s: float = 0.001
+    #: the server (the response's way back, the client, the next request's way there), drawn per
+    #: request from these quantiles (evenly spaced, min to max; one value: always that).
+    #: What it changes: it is not 0 (the next request misses the engine step that starts as the
+    #: last one ends, and waits for it, as a real client's does), and it is not one value (users
+    #: with equal requests otherwise lock into one phase: a request always meets the other's
+    #: prefill, which real users' spread breaks up).
+    client_turnaround_s: tuple[float, ...] = CLIENT_TURNAROUND_S
     #: Locust calls a load shape's tick once a second.
     tick_s: float = 1.0
 
@@ -91,8 +95,11 @@ class VirtualSchedule:
             raise ValueError("virtual sweep: concurrency levels must be >= 1 and rates > 0")
         if self.step_duration_s <= 0 or self.scrape_interval_s <= 0 or self.tick_s <= 0:
             raise ValueError("virtual sweep: step duration, scrape interval and tick must be positive")
-        if self.settle_timeout_s < 0 or self.drain_s < 0 or self.client_turnaround_s < 0:
-            raise ValueError("virtual sweep: settle timeout, drain and client turnaround must be >= 0")
+        if self.settle_timeout_s < 0 or self.drain_s < 0:
+            raise ValueError("virtual sweep: settle timeout and drain must be >= 0")
+        q = self.client_turnaround_s
+        if not q or q[0] < 0 or any(b < a for a, b in itertools.pairwise(q)):
+            raise ValueError("virtual sweep: client turnaround: expected quantiles >= 0 in increasing order")
 
     @property
     def warmup_s(self) -> float:
@@ -162,12 +169,14 @@ class _SweepRun:
         prompts: _Prompts,
         schedule: VirtualSchedule,
         rng: random.Random,
+        turn_rng: random.Random,
     ) -> None:
         self.driver = driver
         self.metrics = metrics
         self.prompts = prompts
         self.schedule = schedule
         self.rng = rng  # an open loop's arrivals
+        self.turn_rng = turn_rng  # closed-loop users' turnarounds
         self.windows: list[StepWindow] = []
         self.points: list[VirtualPoint] = []
         self.sent_at: dict[str, float] = {}  # request id -> the time its user meant to send it
@@ -318,7 +327,7 @@ class _SweepRun:
             self.busy.discard(u)  # type: ignore[arg-type]
             if self.sending and u is not None and u < self.schedule.concurrency[self.step]:
                 self.busy.add(u)
-                self.submit(now_s + self.schedule.client_turnaround_s, u)
+                self.submit(now_s + turnaround(self.schedule.client_turnaround_s, self.turn_rng), u)
         else:
             self.in_flight -= 1
             if self.backlog:
@@ -364,7 +373,14 @@ def virtual_sweep(
     )
     engine = SimEngine(prof, cfg, metrics=metrics)
     driver = VirtualDriver(engine, record_timeline=False)
-    run = _SweepRun(driver, metrics, _Prompts(workload), schedule, random.Random(workload.seed + 1))
+    run = _SweepRun(
+        driver,
+        metrics,
+        _Prompts(workload),
+        schedule,
+        random.Random(workload.seed + 1),
+        random.Random(f"client turnaround {workload.seed}"),  # a stream of its own
+    )
     driver.at(0.0, run.start)
     driver.at(0.0, lambda _t: run.periodic_scrape(0))
     finished = driver.run(run.on_finish)

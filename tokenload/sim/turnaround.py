@@ -1,0 +1,40 @@
+"""A closed-loop client's turnaround, as the virtual sweep draws it: from a request's last token
+sent by the server to the same user's next request reaching the server (the response's way back,
+the client's own work, the next request's way there). Pure.
+"""
+
+from __future__ import annotations
+
+import random
+
+__all__ = ["CLIENT_TURNAROUND_S", "turnaround"]
+
+#: A closed-loop user's turnaround (seconds), its deciles from min to max: from a request's last
+#: token sent by the server to the same user's next request's arrival, read from the emulator's
+#: server_trace.jsonl of two tokenload sweeps over loopback (this project's 2-core VM,
+#: 2026-12-05): 1/4/16/64 users, 128 in / 64 out, 5 s steps, and 2/8 users, 1024 in / 256 out,
+#: 30 s steps; 255 pairs. It grows with the streams the client handles (median 0.8 ms at 1 user,
+#: 3.3 ms at 64). Against the second sweep, one 1 ms value gave TTFT p50 315.7 ms at 2 users
+#: (the two users locked in phase) where the real run measured 194.4; drawn from these: 194.4.
+CLIENT_TURNAROUND_S = (
+    0.00056,
+    0.00088,
+    0.00122,
+    0.00181,
+    0.00215,
+    0.00267,
+    0.00303,
+    0.00344,
+    0.00368,
+    0.00413,
+    0.00578,
+)
+
+
+def turnaround(quantiles: tuple[float, ...], rng: random.Random) -> float:
+    """One draw from evenly spaced quantiles (linear between them)."""
+    if len(quantiles) == 1:
+        return quantiles[0]
+    x = rng.random() * (len(quantiles) - 1)
+    k = min(int(x), len(quantiles) - 2)
+    return quantiles[k] + (quantiles[k + 1] - quantiles[k]) * (x - k)
