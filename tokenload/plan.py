@@ -14,10 +14,10 @@ num_gpu_blocks, gpu_memory_utilization, max_num_batched_tokens, ...), kv_cache_d
 gpu=PROFILE (that profile's GPU figures, this profile's fitted efficiencies). Each what-if runs
 the same load steps and workload and is judged the same way.
 
---draws N runs the plan N times (seeds --seed, --seed+1, ...) and shows each figure's range over
-the draws: what a real sweep of these steps could measure, since it is one draw too. Default 5
-for --rate (Poisson arrivals), 1 for --concurrency. The steps, knee, capacity and what-ifs are
-the --seed draw's.
+--draws N runs the plan N times (seeds --seed, --seed+1, ...: other lengths, arrivals and
+client turnarounds) and shows each figure's range over the draws: what a real sweep of these
+steps could measure, since it is one draw too. Default 5 for --rate (Poisson arrivals), 1 for
+--concurrency. The steps, knee, capacity and what-ifs are the --seed draw's.
 """
 
 from __future__ import annotations
@@ -78,6 +78,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-in-flight", type=int, default=512, help="open loop: most requests in flight")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
+        "--client-turnaround-ms",
+        default=None,
+        metavar="MS[,MS...]",
+        help="closed loop: from a response's last token to the user's next request reaching the "
+        "server, as quantiles from min to max (one value: always that); default the spread "
+        "measured over loopback (tokenload/sim/turnaround.py). Add your network's round trip",
+    )
+    p.add_argument(
         "--draws",
         type=int,
         default=None,
@@ -130,6 +138,11 @@ def main(argv: list[str] | None = None) -> int:
             step_duration_s=args.step_duration,
             warmup=args.warmup,
             max_in_flight=args.max_in_flight,
+            **(
+                {"client_turnaround_s": _turnaround(args.client_turnaround_ms)}
+                if args.client_turnaround_ms
+                else {}
+            ),
         )
     except (StepSpecError, WorkloadError, ValueError) as exc:
         _fail(str(exc))
@@ -222,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
                 "prefix_groups": args.prefix_groups,
                 "seed": args.seed,
             },
+            "client_turnaround_ms": [round(x * 1000.0, 3) for x in schedule.client_turnaround_s],
             # What the capacity and replicas were judged by (tokenload report takes them again).
             "report_args": _report_args(args),
             "wall_s": round(time.perf_counter() - t0, 3),
@@ -311,8 +325,8 @@ def _print_spread(spread: dict[str, Any], steps: list[dict[str, Any]]) -> None:
 
     seeds = spread["seeds"]
     print(
-        f"over {spread['count']} draws (seeds {seeds[0]}-{seeds[-1]}: other lengths and arrivals), "
-        "what a sweep of these steps could measure, least-most:"
+        f"over {spread['count']} draws (seeds {seeds[0]}-{seeds[-1]}: other lengths, arrivals and "
+        "turnarounds), what a sweep of these steps could measure, least-most:"
     )
     header = ["step", "load", "out tok/s", "TTFT p50", "TTFT p95", "TPOT p50", "verdicts"]
     rows = [
@@ -338,6 +352,18 @@ def _print_what_if(what_if: list[dict[str, Any]]) -> None:
     print("what if (the same load steps and workload, predicted):")
     header, rows = what_if_table(what_if)
     print(text_table(header, rows, left=1))
+
+
+def _turnaround(text: str) -> tuple[float, ...]:
+    try:
+        ms = [float(x) for x in text.split(",")]
+    except ValueError:
+        ms = []
+    if not ms or not all(0 <= x < float("inf") for x in ms) or ms != sorted(ms):
+        raise ValueError(
+            f"--client-turnaround-ms: expected MS or MS,MS,... (milliseconds >= 0, min to max), got {text!r}"
+        )
+    return tuple(x / 1000.0 for x in ms)
 
 
 def _report_args(args: argparse.Namespace) -> list[str]:

@@ -255,3 +255,23 @@ def test_a_staircase_plan_draws_once_unless_asked(tmp_path: Path) -> None:
         bad.returncode == 2
         and bad.stderr.strip() == "tokenload plan: --draws: expected 1 to 100 draws, got 0"
     )
+
+
+def test_a_plans_client_turnaround_is_the_users_to_set() -> None:
+    # A client across a network adds its round trip to every turnaround: the plan takes it.
+    base = ["--concurrency", "2,8", "--prompt-tokens", "128", "--output-tokens", "16",
+            "--step-duration", "10", "--warmup", "1", "--json"]  # fmt: skip
+    measured = json.loads(_plan(*base).stdout)
+    assert measured["prediction"]["client_turnaround_ms"][0] > 0
+    remote = json.loads(_plan(*base, "--client-turnaround-ms", "20,40").stdout)
+    assert remote["prediction"]["client_turnaround_ms"] == [20.0, 40.0]
+    # 20-40 ms idle between a user's ~0.5 s requests: its two users meet less often (TTFT p50
+    # 71.5 -> 43.4 ms at 2 users, 2026-12-05) and send a little less.
+    assert remote["steps"][0]["ttft_ms"]["p50"] < 0.8 * measured["steps"][0]["ttft_ms"]["p50"]
+    assert remote["steps"][1]["output_tokens_per_s"] < measured["steps"][1]["output_tokens_per_s"]
+    for bad in ("3,1", "x", "nan", "-1"):
+        out = _plan(*base, "--client-turnaround-ms", bad)
+        assert out.returncode == 2 and out.stderr.startswith(
+            "tokenload plan: --client-turnaround-ms: expected"
+        ), out
+        assert len(out.stderr.strip().splitlines()) == 1

@@ -9,13 +9,18 @@ import random
 
 __all__ = ["CLIENT_TURNAROUND_S", "turnaround"]
 
-#: A closed-loop user's turnaround (seconds), its deciles from min to max: from a request's last
-#: token sent by the server to the same user's next request's arrival, read from the emulator's
+#: A closed-loop user's turnaround (seconds), its deciles from min to max, pooled over the
+#: client's load: from a request's last token sent by the server to the next request's arrival
+#: (bench/turnaround_deciles.py: a server trace names no user, so an end is paired with the
+#: earliest arrival after it that no earlier end took, within 50 ms). Read from the emulator's
 #: server_trace.jsonl of two tokenload sweeps over loopback (this project's 2-core VM,
 #: 2026-12-05): 1/4/16/64 users, 128 in / 64 out, 5 s steps, and 2/8 users, 1024 in / 256 out,
-#: 30 s steps; 255 pairs. It grows with the streams the client handles (median 0.8 ms at 1 user,
-#: 3.3 ms at 64). Against the second sweep, one 1 ms value gave TTFT p50 315.7 ms at 2 users
-#: (the two users locked in phase) where the real run measured 194.4; drawn from these: 194.4.
+#: 30 s steps; 255 pairs. It grows with the streams the client handles (median 0.8 ms at 1 in
+#: flight, 3.3 ms at 17-64); one pooled spread serves every load. A client across a network adds
+#: its round trip to each turnaround, and a busier client more (tokenload plan
+#: --client-turnaround-ms). Fitted, not validated, on the second sweep: one 1 ms value had every
+#: 2-user request take 315.7 ms to its first token where the real run split between 194 and 337
+#: ms (TTFT mean 265.8 ms); drawn from these the plan's mean is 261.8 ms (bench/RESULTS.md).
 CLIENT_TURNAROUND_S = (
     0.00056,
     0.00088,

@@ -98,8 +98,18 @@ class VirtualSchedule:
         if self.settle_timeout_s < 0 or self.drain_s < 0:
             raise ValueError("virtual sweep: settle timeout and drain must be >= 0")
         q = self.client_turnaround_s
-        if not q or q[0] < 0 or any(b < a for a, b in itertools.pairwise(q)):
-            raise ValueError("virtual sweep: client turnaround: expected quantiles >= 0 in increasing order")
+        if isinstance(q, int | float):
+            raise ValueError("virtual sweep: client turnaround: expected quantiles (seconds), not one number")
+        q = tuple(q)
+        object.__setattr__(self, "client_turnaround_s", q)
+        if (
+            not q
+            or not all(math.isfinite(x) and x >= 0 for x in q)
+            or any(b < a for a, b in itertools.pairwise(q))
+        ):
+            raise ValueError(
+                "virtual sweep: client turnaround: expected finite quantiles >= 0 in increasing order"
+            )
 
     @property
     def warmup_s(self) -> float:
