@@ -76,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"fraction (< 1) or seconds left out per step (default {run['warmup']:g})",
     )
     p.add_argument("--max-in-flight", type=int, default=512, help="open loop: most requests in flight")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="the workload's and arrivals' random seed (default 0)")
     p.add_argument(
         "--client-turnaround-ms",
         default=None,
@@ -107,7 +107,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="a what-if: the same sweep with these settings changed (repeatable)",
     )
     p.add_argument("--json", action="store_true", help="print the prediction as one JSON object")
-    p.add_argument("--out", type=Path, default=None, help="write a run directory (summary.json, records)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="write a new run directory (summary.json, records); not an existing run's",
+    )
     return p
 
 
@@ -120,7 +125,14 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
     from tokenload.analysis.judge import judge_steps
-    from tokenload.loadgen.steps import StepSpecError, parse_concurrency_list, parse_rate_list
+    from tokenload.loadgen.steps import (
+        StepSpecError,
+        parse_concurrency_list,
+        parse_rate_list,
+        rate_staircase,
+        staircase,
+    )
+    from tokenload.results.rundir import check_new_run_dir, make_run_dir
     from tokenload.sim import main as sim_main
     from tokenload.sim.profile import DEFAULT_PROFILE
     from tokenload.sim.virtual_sweep import VirtualSchedule, VirtualWorkload, virtual_sweep
@@ -132,6 +144,17 @@ def main(argv: list[str] | None = None) -> int:
         rates = parse_rate_list(args.rate) if args.rate else None
         parse_length_spec(args.prompt_tokens, "--prompt-tokens")
         parse_length_spec(args.output_tokens, "--output-tokens")
+        # The steps as tokenload sweep checks them (warm-up, duration, pool), one rule for both.
+        if rates:
+            rate_staircase(rates, args.step_duration, args.warmup, args.max_in_flight)
+        else:
+            staircase(levels or [1], args.step_duration, args.warmup)
+        if args.client_turnaround_ms is not None and rates:
+            raise ValueError(
+                "--client-turnaround-ms: a closed loop's (--concurrency); an open loop sends by the clock"
+            )
+        if args.out is not None:
+            check_new_run_dir(args.out, "--out")
         schedule = VirtualSchedule(
             concurrency=tuple(levels or ()),
             rates=tuple(rates or ()),
@@ -140,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
             max_in_flight=args.max_in_flight,
             **(
                 {"client_turnaround_s": _turnaround(args.client_turnaround_ms)}
-                if args.client_turnaround_ms
+                if args.client_turnaround_ms is not None
                 else {}
             ),
         )
@@ -227,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         "prediction": {
             "label": label,
             "profile": profile.name,
+            "sim_args": args.sim_args,
             "engine": config.model_dump(mode="json"),
             "workload": {
                 "prompt_tokens": args.prompt_tokens,
@@ -251,7 +275,10 @@ def main(argv: list[str] | None = None) -> int:
     if what_if:
         out["what_if"] = what_if
     if args.out is not None:
-        _write_run(args.out, out, sweep)
+        try:
+            _write_run(make_run_dir(args.out, "--out"), out, sweep)
+        except ValueError as exc:
+            _fail(str(exc))
     if args.json:
         print(json.dumps(out, default=str))
         return 0
@@ -286,7 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     if what_if:
         _print_what_if(what_if)
     times = f" x {spread['count']} draws" if spread is not None else ""
-    print(f"({len(steps)} steps{times} predicted in {out['prediction']['wall_s']:.2f} s)")
+    plural = "s" if len(steps) != 1 else ""
+    print(f"({len(steps)} step{plural}{times} predicted in {out['prediction']['wall_s']:.2f} s)")
     if args.out is not None:
         again = " ".join(shlex.quote(a) for a in ["tokenload", "report", str(args.out), *_report_args(args)])
         print(f"run directory: {args.out} (its report: {again})")
@@ -398,7 +426,6 @@ def _write_run(run_dir: Path, out: dict[str, Any], sweep: Any) -> None:
     from tokenload.metrics.definitions import FORMULAS
     from tokenload.results.summary import SCHEMA_VERSION
 
-    run_dir.mkdir(parents=True, exist_ok=True)
     summary = {
         "schema_version": SCHEMA_VERSION,
         "tokenload_version": __version__,

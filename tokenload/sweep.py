@@ -33,7 +33,7 @@ from tokenload.loadgen.steps import (
     staircase,
 )
 from tokenload.report.tables import no_knee_sentence
-from tokenload.results.rundir import make_run_dir
+from tokenload.results.rundir import check_new_run_dir, make_run_dir
 from tokenload.serving.process import ServerProcess
 
 __all__ = ["main"]
@@ -104,6 +104,11 @@ def _check(args: argparse.Namespace) -> None:
     if args.out and "," in str(args.out):
         # The run's locustfile is written there, and Locust reads -f as a comma-separated list.
         raise SweepError(f"--out: expected a path without commas (Locust splits -f), got {args.out!r}")
+    if args.out:
+        try:
+            check_new_run_dir(args.out, "--out")  # a run's files there would be mixed with this one's
+        except ValueError as exc:
+            raise SweepError(str(exc)) from None
     try:
         if args.shape == "rate":
             rate_staircase(parse_rate_list(args.rate), args.step_duration, args.warmup, args.max_in_flight)
@@ -325,7 +330,11 @@ def main(argv: list[str] | None = None) -> int:
     except SweepError as exc:
         print(f"tokenload sweep: {exc}", file=sys.stderr)
         return 2
-    run_dir = make_run_dir(args.out)
+    try:
+        run_dir = make_run_dir(args.out, "--out")
+    except ValueError as exc:
+        print(f"tokenload sweep: {exc}", file=sys.stderr)
+        return 2
     sim: ServerProcess | None = None
     host = args.host
     command = ""  # the emulator's, when the sweep starts it

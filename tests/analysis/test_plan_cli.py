@@ -275,3 +275,40 @@ def test_a_plans_client_turnaround_is_the_users_to_set() -> None:
             "tokenload plan: --client-turnaround-ms: expected"
         ), out
         assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_a_plan_checks_what_a_sweep_checks_and_keeps_runs_apart(tmp_path: Path) -> None:
+    # Walkthrough (2026-12-05): plan --out overwrote a measured run's summary.json and records
+    # and left its reports; plan took a warm-up that leaves nothing to measure, and a turnaround
+    # an open loop never uses; --out on an unwritable path was a traceback.
+    run = tmp_path / "measured"
+    run.mkdir()
+    (run / "summary.json").write_text("{}")
+    cases = [
+        (["--concurrency", "1", "--out", str(run)], f"--out: {run} already holds a run (summary.json)"),
+        (["--concurrency", "1", "--step-duration", "5", "--warmup", "5"], "--warmup: 5 s leaves nothing"),
+        (["--concurrency", "1", "--warmup", "-1"], "--warmup: expected a fraction"),
+        (["--rate", "1", "--client-turnaround-ms", "3"], "--client-turnaround-ms: a closed loop's"),
+        (["--concurrency", "1", "--client-turnaround-ms", ""], "--client-turnaround-ms: expected"),
+        (["--concurrency", "1", "--out", "/proc/tokenload-x"], "--out: cannot create /proc/tokenload-x"),
+    ]
+    for argv, needle in cases:
+        out = _plan(*argv)
+        assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, (argv, out.stderr)
+        assert out.stderr.startswith(f"tokenload plan: {needle}"), (argv, out.stderr)
+    assert (run / "summary.json").read_text() == "{}"
+
+
+def test_a_plans_report_reconstructs_the_sweep_it_predicts(tmp_path: Path) -> None:
+    # Walkthrough: a rate plan's report said `tokenload sweep --step-duration 10 --warmup 2`,
+    # which runs a staircase of users against the default profile.
+    out = _plan("--rate", "1,2", "--step-duration", "10", "--sim-args", "--profile h100-llama3.1-8b",
+                "--prompt-tokens", "512", "--draws", "1", "--out", str(tmp_path / "p"))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    from tokenload.report.model import reconstructed_command
+
+    summary = json.loads((tmp_path / "p" / "summary.json").read_text())
+    assert reconstructed_command(summary) == (
+        "tokenload sweep --sim-args '--profile h100-llama3.1-8b' --shape rate --rate 1,2 --step-duration 10 "
+        "--warmup 2 --prompt-tokens 512 --output-tokens 64"
+    )

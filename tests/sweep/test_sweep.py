@@ -103,6 +103,18 @@ def test_a_run_directory_with_a_comma_is_refused_before_any_load(tmp_path: Path)
     assert not (tmp_path / "a,b").exists()
 
 
+def test_a_run_directory_that_holds_a_run_is_refused(tmp_path: Path) -> None:
+    # Walkthrough (2026-12-05): a second sweep into the same --out appended its records to the
+    # first one's requests.jsonl (22 records for a 1-step summary).
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "requests.jsonl").write_text("{}\n")
+    out = sweep("--concurrency", "1", "--out", str(tmp_path / "old"))
+    assert out.returncode == 2, out.stdout + out.stderr
+    said = f"--out: {tmp_path / 'old'} already holds a run (requests.jsonl); give a new directory"
+    assert out.stderr.strip() == f"tokenload sweep: {said}"
+    assert (tmp_path / "old" / "requests.jsonl").read_text() == "{}\n"
+
+
 @pytest.mark.parametrize("workers", [0, 1])
 def test_staircase_against_the_emulator(tmp_path: Path, workers: int) -> None:
     run_dir = tmp_path / "run"

@@ -70,3 +70,19 @@ def test_no_knee_names_the_highest_load_not_the_last_probe() -> None:
     rates = {"steps": [{"concurrency": None, "target_rate_rps": 2.5}, {"target_rate_rps": 1.0}]}
     assert "up to 2.5 req/s" in no_knee_sentence(rates)
     assert no_knee_sentence({"steps": []}) == "Not saturated at any step: raise the load to find the knee."
+
+
+def test_a_context_sweeps_steps_say_their_prompt_length_and_get_no_staircase_advice() -> None:
+    # Walkthrough: both steps of `--shape context --prompt-lengths 128,512 --concurrency 1` read
+    # "1 user", and the report advised "keep raising the load" under "(no knee to find)".
+    from tokenload.analysis.thresholds import Thresholds
+    from tokenload.report.model import ReportModel
+    from tokenload.report.tables import load_label
+
+    steps = [{"concurrency": 1, "prompt_tokens": "128"}, {"concurrency": 1, "prompt_tokens": "512"}]
+    assert [load_label(s) for s in steps] == ["1 user, prompt 128", "1 user, prompt 512"]
+    assert load_label({"concurrency": 4}) == "4 users"
+    summary = {"steps": steps, "knee": None, "search": {"shape": "context_sweep"}}
+    assert ReportModel(summary, [], [], Thresholds(), None, None, None, None, None, 0.0).knee_advice() == []
+    staircase = {**summary, "search": None}
+    assert ReportModel(staircase, [], [], Thresholds(), None, None, None, None, None, 0.0).knee_advice()

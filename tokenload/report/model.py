@@ -60,11 +60,19 @@ def reconstructed_command(summary: dict[str, Any]) -> str:
     so it is approximate; a knee search records none of its own options, so it gets the
     sweep's defaults."""
     steps = summary.get("steps") or []
-    cfg = summary.get("config") or {}
+    cfg = dict(summary.get("config") or {})
     search = summary.get("search") or {}
     shape = search.get("shape")
+    if shape is None and steps and all(s.get("target_rate_rps") is not None for s in steps):
+        shape = "rate"  # rate steps, whatever ran them (a plan's prediction records no search)
     words = ["tokenload", "sweep"]
     host = str(redact(summary["host"])) if summary.get("host") else ""
+    pred = summary.get("prediction")
+    if isinstance(pred, dict):  # a plan: the sweep it predicts, against the emulator it ran
+        cfg.update(
+            {k: v for k, v in (pred.get("workload") or {}).items() if k in ("prompt_tokens", "output_tokens")}
+        )
+        cfg["target_emulator"] = " ".join(["tokenload sim", str(pred.get("sim_args") or "")]).strip()
     emulator = str(redact(cfg.get("target_emulator") or ""))
     if emulator and (not host or _is_loopback(host)):  # the emulator sweep started, on loopback
         sim_args = emulator.removeprefix("tokenload sim").strip()
@@ -173,7 +181,10 @@ class ReportModel:
 
     def knee_advice(self) -> list[str]:
         knee = self.knee
-        return ADVICE.get(knee["bottleneck"], []) if knee else ADVICE["none"]
+        if knee:
+            return ADVICE.get(knee["bottleneck"], [])
+        # A context sweep has no knee to find: "raise the load" is a staircase's advice.
+        return [] if (self.summary.get("search") or {}).get("shape") == "context_sweep" else ADVICE["none"]
 
 
 def build_model(

@@ -80,11 +80,13 @@ def _g(d: Any, *path: str) -> Any:
 
 
 def load_label(step: dict[str, Any]) -> str:
+    """A step's load as a person reads it; a context sweep's step adds its prompt length."""
+    prompt = f", prompt {step['prompt_tokens']}" if step.get("prompt_tokens") else ""
     if step.get("concurrency") is not None:
         n = step["concurrency"]
-        return f"{n} user" + ("" if n == 1 else "s")
+        return f"{n} user" + ("" if n == 1 else "s") + prompt
     rate = step.get("target_rate_rps")
-    return "-" if rate is None else f"{rate:g} req/s"
+    return "-" if rate is None else f"{rate:g} req/s{prompt}"
 
 
 def _verdict_name(step: dict[str, Any]) -> str:

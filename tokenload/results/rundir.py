@@ -7,9 +7,12 @@ import secrets
 import time
 from pathlib import Path
 
-__all__ = ["DEFAULT_REPORTS_DIR", "make_run_dir", "new_run_id"]
+__all__ = ["DEFAULT_REPORTS_DIR", "RUN_FILES", "check_new_run_dir", "make_run_dir", "new_run_id"]
 
 DEFAULT_REPORTS_DIR = "reports"
+
+#: A run directory's own files: a directory holding one of them holds a run.
+RUN_FILES = ("summary.json", "requests.jsonl", "server_metrics.jsonl")
 
 
 def new_run_id(now: float | None = None) -> str:
@@ -18,7 +21,23 @@ def new_run_id(now: float | None = None) -> str:
     return f"{stamp}-{secrets.token_hex(2)}"
 
 
-def make_run_dir(run_dir: str | os.PathLike[str] | None) -> Path:
+def make_run_dir(run_dir: str | os.PathLike[str] | None, flag: str = "--run-dir") -> Path:
+    """The run directory, created (ValueError, one line naming ``flag``, when it cannot be)."""
     path = Path(run_dir) if run_dir else Path(DEFAULT_REPORTS_DIR) / new_run_id()
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"{flag}: cannot create {path}: {exc.strerror or exc}") from None
     return path
+
+
+def check_new_run_dir(path: str | os.PathLike[str], flag: str) -> None:
+    """ValueError (one line naming ``flag``) unless ``path`` can become a new run directory: a
+    run's files already there would be overwritten or appended to, mixing two runs. Creates
+    nothing (:func:`make_run_dir` does, once the run starts)."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise ValueError(f"{flag}: {p} is a file, expected a directory for the run")
+    held = [name for name in RUN_FILES if (p / name).exists()]
+    if held:
+        raise ValueError(f"{flag}: {p} already holds a run ({held[0]}); give a new directory")
