@@ -118,7 +118,12 @@ OPTIONS: tuple[Option, ...] = (
         type=t.number(int, lambda v: v >= 0, "0 or more worker processes"),
         scope="sweep",
     ),
-    Option("--out", "target", "Run directory (default reports/<run-id>)", scope="sweep"),
+    Option(
+        "--out",
+        "target",
+        "Run directory, a new one: a directory that holds a run is refused (default reports/<run-id>)",
+        scope="sweep",
+    ),
     Option(
         "--sim-args",
         "target",
