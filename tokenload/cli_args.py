@@ -4,7 +4,7 @@ wrong (no usage block), exit status 2."""
 from __future__ import annotations
 
 import argparse
-from typing import NoReturn
+from typing import Any, NoReturn
 
 __all__ = ["OneLineParser", "usage_error"]
 
@@ -18,7 +18,13 @@ def usage_error(message: str) -> str:
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line (``PROG: message``) with exit status 2."""
+    """argparse, but a usage error is one line (``PROG: message``) with exit status 2, and a
+    description taken from a module docstring shows its ````code```` as `code` in --help."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if isinstance(kwargs.get("description"), str):
+            kwargs["description"] = kwargs["description"].replace("``", "`")
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {usage_error(message)}\n")

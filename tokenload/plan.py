@@ -1,4 +1,4 @@
-"""``tokenload plan``: predict a sweep in simulated time -- the emulator's engine driven as
+r"""``tokenload plan``: predict a sweep in simulated time -- the emulator's engine driven as
 ``tokenload sweep`` would drive it, its ``/metrics`` parsed as a real server's, every step judged
 by the same function as a real run. Seconds instead of minutes, no network; a prediction from an
 emulator profile, labelled as such.
@@ -97,7 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
     target = p.add_mutually_exclusive_group()
     target.add_argument("--target-rps", type=float, default=None, help="size replicas for this req/s")
     target.add_argument("--target-users", type=float, default=None, help="size replicas for these users")
-    p.add_argument("--headroom", type=float, default=None, help="spare share per replica (default 0.2)")
+    p.add_argument(
+        "--headroom",
+        type=float,
+        default=None,
+        help="capacity to spare over the target, a share of it (default 0.2: replicas for 1.2 x the target)",
+    )
     p.add_argument(
         "--set",
         dest="what_if",

@@ -77,7 +77,7 @@ class _Parser(configargparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     """The sweep's options and every run option it forwards to Locust, from the one option table
     (:mod:`tokenload.loadgen.option_table`); each is also read from its ``TOKENLOAD_*`` variable."""
-    p = _Parser(prog="tokenload sweep", description=__doc__)
+    p = _Parser(prog="tokenload sweep", description=(__doc__ or "").replace("``", "`"))
     add_options(p, "sweep", env_vars=True)
     return p
 

@@ -31,7 +31,10 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument("--target-rps", type=float, default=None, help="size replicas for this req/s")
     target.add_argument("--target-users", type=float, default=None, help="size replicas for these users")
     p.add_argument(
-        "--headroom", type=float, default=DEFAULT_HEADROOM, help="spare share per replica (default 0.2)"
+        "--headroom",
+        type=float,
+        default=DEFAULT_HEADROOM,
+        help="capacity to spare over the target, a share of it (default 0.2: replicas for 1.2 x the target)",
     )
     p.add_argument(
         "--threshold",
