@@ -217,15 +217,10 @@ def main(argv: list[str] | None = None) -> int:
     # emulated engine's is the user's own setting (--sim-args, or the default), not an internal.
     steps, knee = judge_steps(sweep.steps, max_num_seqs=config.max_num_seqs)
     draws = args.draws if args.draws is not None else (5 if rates else 1)
-    spread = None
-    if draws > 1:
-        from tokenload.sim.draws import draw_spread
-
-        runs = [(args.seed, steps, knee)]
-        for seed in range(args.seed + 1, args.seed + draws):
-            other = virtual_sweep(profile, config, replace(workload, seed=seed), schedule)
-            runs.append((seed, *judge_steps(other.steps, max_num_seqs=config.max_num_seqs)))
-        spread = draw_spread(runs)
+    others = []
+    for seed in range(args.seed + 1, args.seed + draws):
+        other = virtual_sweep(profile, config, replace(workload, seed=seed), schedule)
+        others.append((seed, *judge_steps(other.steps, max_num_seqs=config.max_num_seqs), other.records))
     label = f"prediction: tokenload sim {args.sim_args or '--profile ' + DEFAULT_PROFILE} in simulated time"
     # The capacity, goodput and replicas exactly as `tokenload report` computes them.
     from tokenload.report.model import build_model
@@ -239,6 +234,15 @@ def main(argv: list[str] | None = None) -> int:
     capacity_model = None
     if args.slo is not None or target is not None:
         capacity_model = judged(steps, knee, sweep.records)
+    spread = None
+    if others:
+        from tokenload.sim.draws import capacity_spread, draw_spread
+
+        spread = draw_spread([(args.seed, steps, knee), *(o[:3] for o in others)])
+        if capacity_model is not None:
+            # Each draw's capacity and replicas as the --seed draw's: the single figure is one draw.
+            models = [capacity_model, *(judged(o[1], o[2], o[3]) for o in others)]
+            spread["capacity"] = capacity_spread([(_capacity_json(m), _replicas_json(m)) for m in models])
     what_if: list[dict[str, Any]] = []
     if variants:
         as_is = capacity_model or judged(steps, knee, sweep.records)
@@ -315,13 +319,18 @@ def main(argv: list[str] | None = None) -> int:
 
         for line in capacity_lines(capacity_model):
             print(f"predicted: {line}")
+        if spread is not None:
+            from tokenload.report.draws import draws_lines
+
+            for line in draws_lines(spread)[1:]:
+                print(f"predicted: {line}")
     if what_if:
         _print_what_if(what_if)
     times = f" x {spread['count']} draws" if spread is not None else ""
     plural = "s" if len(steps) != 1 else ""
     print(f"({len(steps)} step{plural}{times} predicted in {out['prediction']['wall_s']:.2f} s)")
     if args.out is not None:
-        again = " ".join(shlex.quote(a) for a in ["tokenload", "report", str(args.out), *_report_args(args)])
+        again = shlex.join(["tokenload", "report", str(args.out), *_report_args(args)])
         print(f"run directory: {args.out} (its report: {again})")
     return 0
 
@@ -353,30 +362,12 @@ def _outcome(
 
 
 def _print_spread(spread: dict[str, Any], steps: list[dict[str, Any]]) -> None:
-    from tokenload.report.tables import load_label, text_table
-    from tokenload.sim.draws import range_text
+    from tokenload.report.draws import draws_heading, draws_lines, draws_table
+    from tokenload.report.tables import text_table
 
-    seeds = spread["seeds"]
-    print(
-        f"over {spread['count']} draws (seeds {seeds[0]}-{seeds[-1]}: other lengths, arrivals and "
-        "turnarounds), what a sweep of these steps could measure, least-most:"
-    )
-    header = ["step", "load", "out tok/s", "TTFT p50", "TTFT p95", "TPOT p50", "verdicts"]
-    rows = [
-        [
-            str(d["index"]),
-            load_label(s),
-            range_text(d["output_tokens_per_s"]),
-            range_text(d["ttft_ms_p50"]),
-            range_text(d["ttft_ms_p95"]),
-            range_text(d["tpot_ms_p50"], 2),
-            ", ".join(f"{k} {v}" for k, v in sorted(d["bottleneck"].items(), key=lambda kv: -kv[1])),
-        ]
-        for d, s in zip(spread["steps"], steps, strict=True)
-    ]
-    print(text_table(header, rows, left=2))
-    knees = ", ".join(f"{'none' if k == 'none' else 'step ' + k} {v}" for k, v in spread["knee_step"].items())
-    print(f"knee over the draws: {knees}")
+    print(draws_heading(spread))
+    print(text_table(*draws_table(spread, steps), left=2))
+    print(draws_lines(spread)[0])
 
 
 def _print_what_if(what_if: list[dict[str, Any]]) -> None:
@@ -388,15 +379,14 @@ def _print_what_if(what_if: list[dict[str, Any]]) -> None:
 
 
 def _turnaround(text: str) -> tuple[float, ...]:
+    from tokenload.sim.turnaround import check_quantiles
+
+    field = "--client-turnaround-ms"
     try:
         ms = [float(x) for x in text.split(",")]
     except ValueError:
-        ms = []
-    if not ms or not all(0 <= x < float("inf") for x in ms) or ms != sorted(ms):
-        raise ValueError(
-            f"--client-turnaround-ms: expected MS or MS,MS,... (milliseconds >= 0, min to max), got {text!r}"
-        )
-    return tuple(x / 1000.0 for x in ms)
+        raise ValueError(f"{field}: expected MS or MS,MS,... (milliseconds), got {text!r}") from None
+    return tuple(x / 1000.0 for x in check_quantiles(ms, field, "milliseconds, min to max"))
 
 
 def _report_args(args: argparse.Namespace) -> list[str]:

@@ -238,6 +238,40 @@ def test_an_open_loop_plan_shows_what_other_draws_would_measure() -> None:
     assert sum(draws["knee_step"].values()) == 5
 
 
+def test_a_plans_capacity_and_replicas_are_judged_in_every_draw(tmp_path: Path) -> None:
+    # Walkthrough: the capacity and replicas came from the --seed draw alone, while other draws
+    # crossed the SLO at other rates. Each draw's are exactly those of its own single plan.
+    base = ["--rate", "1,3", "--step-duration", "6", "--warmup", "1", "--prompt-tokens", "512",
+            "--output-tokens", "64", "--slo", "ttft_p95_ms=150", "--target-rps", "10", "--json"]  # fmt: skip
+    out = _plan(*base, "--seed", "3", "--out", str(tmp_path / "p"))
+    assert out.returncode == 0, out.stderr
+    plan = json.loads(out.stdout)
+    cap = plan["draws"]["capacity"]
+    singles = [json.loads(_plan(*base, "--seed", str(seed), "--draws", "1").stdout) for seed in range(3, 8)]
+    loads = sorted(p["slo_capacity"]["load"] for p in singles if p["slo_capacity"])
+    reps = sorted(p["replicas"]["replicas"] for p in singles if "replicas" in (p["replicas"] or {}))
+    assert cap["count"] == 5 and cap["no_capacity"] == 5 - len(loads) and cap["no_replicas"] == 5 - len(reps)
+    assert (
+        cap["load"] == [loads[0], loads[len(loads) // 2], loads[-1]]
+        and cap["load_unit"] == "req/s (target rate)"
+    )
+    assert cap["replicas"][0] == reps[0] and cap["replicas"][2] == reps[-1]
+    assert reps[0] < reps[-1]  # the draws do disagree here: one draw's count is not the plan
+    assert plan["replicas"] == singles[0]["replicas"]  # the single figure stays the --seed draw's
+    line = f"Replicas over the draws: {reps[0]}-{reps[-1]}; {reps[-1]} carry the target in every draw"
+    text = _plan(*base[:-1], "--seed", "3")
+    assert f"predicted: {line}" in text.stdout, text.stdout
+    # The report of the plan's directory shows the draws with the same words.
+    rep = subprocess.run(
+        [sys.executable, "-m", "tokenload", "report", str(tmp_path / "p"), "--slo", "ttft_p95_ms=150",
+         "--target-rps", "10"], capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert rep.returncode == 0, rep.stderr
+    md = (tmp_path / "p" / "report.md").read_text()
+    assert "## Over the draws (predicted)" in md and line in md
+    assert 'id="draws"' in (tmp_path / "p" / "report.html").read_text()
+
+
 def test_a_staircase_plan_draws_once_unless_asked(tmp_path: Path) -> None:
     base = ["--concurrency", "2,8", "--step-duration", "5", "--warmup", "1", "--json"]
     assert "draws" not in json.loads(_plan(*base).stdout)
@@ -249,7 +283,7 @@ def test_a_staircase_plan_draws_once_unless_asked(tmp_path: Path) -> None:
         json.loads((tmp_path / "p" / "summary.json").read_text())["draws"] == json.loads(out.stdout)["draws"]
     )
     text = _plan(*base[:-1], "--draws", "2")
-    assert "over 2 draws (seeds 0-1" in text.stdout and "knee over the draws:" in text.stdout
+    assert "Over 2 draws (seeds 0-1" in text.stdout and "Knee over the draws:" in text.stdout
     bad = _plan(*base, "--draws", "0")
     assert (
         bad.returncode == 2

@@ -38,3 +38,32 @@ def test_least_median_most_per_step_and_the_verdicts_counted() -> None:
 def test_draws_of_different_sweeps_are_refused() -> None:
     with pytest.raises(ValueError, match="draws of different sweeps"):
         draw_spread([(0, [_step(0, 1.0, 1.0, "none")], None), (1, [], None)])
+
+
+def _cap(load: float, rps: float) -> dict:
+    return {"load": load, "load_unit": "users", "requests_per_s": rps}
+
+
+def test_capacity_and_replicas_over_the_draws_say_what_carries_every_draw() -> None:
+    from tokenload.report.draws import draws_lines
+    from tokenload.sim.draws import capacity_spread
+
+    base = {"knee_step": {"none": 3}}
+    every = capacity_spread(
+        [(_cap(8, 2.0), {"replicas": 5}), (_cap(4, 1.0), {"replicas": 9}), (_cap(8, 2.2), {"replicas": 5})]
+    )
+    assert every["load"] == (4, 8, 8) and every["replicas"] == (5, 5, 9) and every["no_capacity"] == 0
+    lines = draws_lines({**base, "capacity": every})
+    assert lines[1] == "Capacity per replica over the draws: 4-8 users (1.00-2.20 req/s)."
+    assert lines[2].startswith("Replicas over the draws: 5-9; 9 carry the target in every draw")
+    # A draw with no passing step has no capacity, hence no replica count covers every draw.
+    some = capacity_spread([(_cap(8, 2.0), {"replicas": 5}), (None, {"error": "no capacity"}), (None, None)])
+    assert some["no_capacity"] == 2 and some["no_replicas"] == 2 and some["load"] == (8, 8, 8)
+    lines = draws_lines({**base, "capacity": some})
+    assert lines[1] == "Capacity per replica over the draws: 8 users (2.00-2.00 req/s); in 2 of 3 draws none."
+    assert "in 2 of 3 draws no capacity to plan with: no replica count covers every draw" in lines[2]
+    none = capacity_spread([(None, None), (None, None)])
+    assert (
+        draws_lines({**base, "capacity": none})[1] == "Capacity over the draws: none in any of the 2 draws."
+    )
+    assert draws_lines(base) == ["Knee over the draws: none 3."]  # no SLO, no target: nothing judged

@@ -296,6 +296,14 @@ def test_a_turnaround_is_drawn_from_its_quantiles() -> None:
     assert draws[0] >= 0.001 and draws[-1] <= 0.005
     assert draws[2000] == pytest.approx(0.002, abs=1e-4)  # the middle quantile is the median
     assert turnaround((0.003,), rng) == 0.003
+    from tokenload.sim.turnaround import check_quantiles
+
+    # One check for the schedule and plan's --client-turnaround-ms, each naming its own field.
+    with pytest.raises(ValueError, match=r"^--x: expected finite quantiles >= 0 \(ms\) in increasing order$"):
+        check_quantiles([2.0, 1.0], "--x", "ms")
+    with pytest.raises(ValueError, match="^--x: expected quantiles"):
+        check_quantiles(1.0, "--x")
+    assert check_quantiles([0, 1], "--x") == (0.0, 1.0)
     for bad in ((0.002, 0.001), (), (float("nan"),), (0.001, float("inf")), (-0.001,), 0.001):
         with pytest.raises(ValueError, match="client turnaround"):
             VirtualSchedule(concurrency=(1,), client_turnaround_s=bad)  # type: ignore[arg-type]

@@ -13,6 +13,7 @@ from html import escape
 from typing import Any
 
 from tokenload.report.charts import build_charts
+from tokenload.report.draws import draws_heading, draws_lines, draws_table
 from tokenload.report.markdown import SEARCH_NOTE, capacity_lines, slo_rows
 from tokenload.report.model import ReportModel, reconstructed_command
 from tokenload.report.redact import redact
@@ -142,6 +143,12 @@ def render_html(model: ReportModel) -> str:
             '<p class="muted">Each row: the same load steps and workload with the change applied '
             "(tokenload plan --set), predicted by the same emulator profile and judged the same way.</p>"
         )
+    if s.get("draws"):
+        d = s["draws"]
+        parts.append('<h2 id="draws">Over the draws (predicted)</h2>')
+        parts.append(f"<p>{escape(draws_heading(d))}</p>")
+        parts.append(_table(*draws_table(d, model.steps), left=2))
+        parts += [f"<p>{escape(line)}</p>" for line in draws_lines(d)]
     parts.append("<h2>Charts</h2>")
     parts.append('<div class="charts">')
     parts += [render_chart(c) for c in build_charts(s, model.points, model.slo)]

@@ -6,6 +6,7 @@ import json
 import time
 from typing import Any
 
+from tokenload.report.draws import draws_heading, draws_lines, draws_table
 from tokenload.report.model import ReportModel, reconstructed_command
 from tokenload.report.redact import redact
 from tokenload.report.tables import (
@@ -117,6 +118,10 @@ def render_markdown(model: ReportModel) -> str:
     if s.get("what_if"):
         header, rows = what_if_table(s["what_if"])
         out += ["", "## What if (predicted)", "", markdown_table(header, rows)]
+    if s.get("draws"):
+        d = s["draws"]
+        out += ["", "## Over the draws (predicted)", "", draws_heading(d), ""]
+        out += [markdown_table(*draws_table(d, model.steps)), "", *draws_lines(d)]
     out += ["", "## Steps", "", markdown_table(COLUMNS, [step_cells(st) for st in model.steps]), ""]
     out.append(
         "Latencies in ms over requests that started in each step's measured part; rates over those "

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["FIGURES", "Spread", "draw_spread", "range_text"]
+__all__ = ["FIGURES", "Spread", "capacity_spread", "draw_spread", "range_text"]
 
 #: The figures whose spread is reported: name -> how to read it from a step of summary.json.
 FIGURES: dict[str, Callable[[dict[str, Any]], float | None]] = {
@@ -61,6 +61,28 @@ def draw_spread(
         "seeds": [seed for seed, _, _ in draws],
         "steps": per_step,
         "knee_step": {("none" if k is None else str(k)): c for k, c in knees.items()},
+    }
+
+
+def capacity_spread(
+    per_draw: Sequence[tuple[dict[str, Any] | None, dict[str, Any] | None]],
+) -> dict[str, Any]:
+    """The capacity and replicas over the draws: per draw its ``slo_capacity`` and ``replicas``
+    (``tokenload plan --json``'s forms, None where that draw had none); each figure's (least,
+    median, most) over the draws that have it, and how many had no capacity (no step met the SLO,
+    or the first step was saturated) or no replica count. The most replicas is what carries the
+    target in every draw."""
+    caps = [c for c, _ in per_draw if c is not None]
+    reps = [r["replicas"] for _, r in per_draw if r is not None and "replicas" in r]
+    units = {c["load_unit"] for c in caps}
+    return {
+        "count": len(per_draw),
+        "load": _spread([c["load"] for c in caps]),
+        "load_unit": units.pop() if len(units) == 1 else None,
+        "requests_per_s": _spread([c["requests_per_s"] for c in caps]),
+        "no_capacity": len(per_draw) - len(caps),
+        "replicas": _spread(reps),
+        "no_replicas": len(per_draw) - len(reps),
     }
 
 

@@ -5,9 +5,11 @@ the client's own work, the next request's way there). Pure.
 
 from __future__ import annotations
 
+import itertools
+import math
 import random
 
-__all__ = ["CLIENT_TURNAROUND_S", "turnaround"]
+__all__ = ["CLIENT_TURNAROUND_S", "check_quantiles", "turnaround"]
 
 #: A closed-loop user's turnaround (seconds), its deciles from min to max, pooled over the
 #: client's load: from a request's last token sent by the server to the next request's arrival
@@ -43,3 +45,18 @@ def turnaround(quantiles: tuple[float, ...], rng: random.Random) -> float:
     x = rng.random() * (len(quantiles) - 1)
     k = min(int(x), len(quantiles) - 2)
     return quantiles[k] + (quantiles[k + 1] - quantiles[k]) * (x - k)
+
+
+def check_quantiles(values: object, field: str, unit: str = "seconds") -> tuple[float, ...]:
+    """The turnaround quantiles as a tuple, or ValueError naming ``field``: at least one, each
+    finite and >= 0, in increasing order (min to max); a bare number is not quantiles."""
+    if isinstance(values, int | float | str):
+        raise ValueError(f"{field}: expected quantiles ({unit}), not one value")
+    q = tuple(values)  # type: ignore[call-overload]
+    if (
+        not q
+        or not all(isinstance(x, int | float) and math.isfinite(x) and x >= 0 for x in q)
+        or any(b < a for a, b in itertools.pairwise(q))
+    ):
+        raise ValueError(f"{field}: expected finite quantiles >= 0 ({unit}) in increasing order")
+    return tuple(float(x) for x in q)

@@ -14,7 +14,6 @@ engine's internals stay here (the ground-truth oracle, :mod:`tokenload.sim.oracl
 
 from __future__ import annotations
 
-import itertools
 import math
 import random
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from tokenload.servermetrics.summary import summarize_window
 from tokenload.sim.engine import EngineConfig, SimEngine
 from tokenload.sim.metrics import SimMetrics
 from tokenload.sim.profile import Profile, load_profile
-from tokenload.sim.turnaround import CLIENT_TURNAROUND_S, turnaround
+from tokenload.sim.turnaround import CLIENT_TURNAROUND_S, check_quantiles, turnaround
 from tokenload.sim.virtual import RequestSpec, VirtualDriver, VirtualRequest
 from tokenload.workload.lengths import parse_length_spec
 
@@ -97,19 +96,8 @@ class VirtualSchedule:
             raise ValueError("virtual sweep: step duration, scrape interval and tick must be positive")
         if self.settle_timeout_s < 0 or self.drain_s < 0:
             raise ValueError("virtual sweep: settle timeout and drain must be >= 0")
-        q = self.client_turnaround_s
-        if isinstance(q, int | float):
-            raise ValueError("virtual sweep: client turnaround: expected quantiles (seconds), not one number")
-        q = tuple(q)
+        q = check_quantiles(self.client_turnaround_s, "virtual sweep: client turnaround")
         object.__setattr__(self, "client_turnaround_s", q)
-        if (
-            not q
-            or not all(math.isfinite(x) and x >= 0 for x in q)
-            or any(b < a for a, b in itertools.pairwise(q))
-        ):
-            raise ValueError(
-                "virtual sweep: client turnaround: expected finite quantiles >= 0 in increasing order"
-            )
 
     @property
     def warmup_s(self) -> float:
