@@ -34,6 +34,7 @@ from typing import Any, NoReturn
 from tokenload.cli_args import OneLineParser
 from tokenload.loadgen.option_table import run_defaults
 from tokenload.loadgen.option_types import positive_seconds
+from tokenload.report.capacity import add_capacity_options
 
 __all__ = ["build_parser", "main"]
 
@@ -93,16 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
         "range: what a real sweep of these steps could measure (default 5 for --rate, whose "
         "Poisson arrivals move short steps' figures most; 1 for --concurrency)",
     )
-    p.add_argument("--slo", default=None, help="latency SLO for the capacity, e.g. ttft_p95_ms=1000")
-    target = p.add_mutually_exclusive_group()
-    target.add_argument("--target-rps", type=float, default=None, help="size replicas for this req/s")
-    target.add_argument("--target-users", type=float, default=None, help="size replicas for these users")
-    p.add_argument(
-        "--headroom",
-        type=float,
-        default=None,
-        help="capacity to spare over the target, a share of it (default 0.2: replicas for 1.2 x the target)",
-    )
+    add_capacity_options(p)
     p.add_argument(
         "--set",
         dest="what_if",
@@ -174,18 +166,10 @@ def main(argv: list[str] | None = None) -> int:
         )
     except (StepSpecError, WorkloadError, ValueError) as exc:
         _fail(str(exc))
-    from tokenload.report.capacity import DEFAULT_HEADROOM, SLOError, Target, parse_slo
+    from tokenload.report.capacity import SLOError, capacity_options
 
-    headroom = DEFAULT_HEADROOM if args.headroom is None else args.headroom
     try:
-        slo = parse_slo(args.slo) if args.slo is not None else None
-        target = None
-        if args.target_rps is not None:
-            target = Target("rps", args.target_rps)
-        elif args.target_users is not None:
-            target = Target("users", args.target_users)
-        if not headroom >= 0:
-            raise ValueError(f"--headroom: expected a share >= 0 (0.2 = 20 %), got {headroom:g}")
+        slo, target, headroom = capacity_options(args)
     except (SLOError, ValueError) as exc:
         _fail(str(exc))
     if args.draws is not None and not 1 <= args.draws <= 100:

@@ -49,6 +49,7 @@ def test_plan_bad_input_is_one_line() -> None:
         ["--concurrency", "2", "--slo", "ttft_p42_ms=5"],
         ["--concurrency", "2", "--target-rps", "-3"],
         ["--concurrency", "2", "--target-users", "4", "--headroom", "-1"],
+        ["--concurrency", "2", "--target-users", "4", "--headroom", "20"],
         ["--concurrency", "2", "--step-duration", "0"],
     ]
     for args in cases:

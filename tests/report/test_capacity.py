@@ -161,6 +161,10 @@ def test_replicas_for_a_target_rate_and_for_users() -> None:
     assert replicas_needed(cap, Target("rps", 0.1)).replicas == 1
     with pytest.raises(ValueError, match="--headroom"):
         replicas_needed(cap, Target("rps", 1.0), headroom=-0.1)
+    assert replicas_needed(cap, Target("rps", 10.0), headroom=1.0).replicas == 8  # N+N: the most allowed
+    for bad in (1.5, 20.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="--headroom: expected a share from 0 to 1"):
+            replicas_needed(cap, Target("rps", 1.0), headroom=bad)
 
 
 def test_replicas_refuse_what_cannot_be_planned() -> None:

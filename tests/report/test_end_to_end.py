@@ -209,6 +209,8 @@ def _bad_dirs(tmp: Path) -> dict[str, Path]:
         (["{kv}", "--target-rps", "-3"], "--target-rps: expected a positive number"),
         (["{kv}", "--target-rps", "3", "--target-users", "4"], "not allowed with argument"),
         (["{kv}", "--headroom", "-1"], "--headroom"),
+        # A percentage typed for a share would plan 21 x the target.
+        (["{kv}", "--target-rps", "3", "--headroom", "20"], "--headroom: expected a share from 0 to 1"),
         (["{kv}", "--target-rps", "fast"], "invalid float value"),
         ([], "required: DIR"),
     ],

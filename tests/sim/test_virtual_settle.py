@@ -301,7 +301,7 @@ def test_a_turnaround_is_drawn_from_its_quantiles() -> None:
     # One check for the schedule and plan's --client-turnaround-ms, each naming its own field.
     with pytest.raises(ValueError, match=r"^--x: expected finite quantiles >= 0 \(ms\) in increasing order$"):
         check_quantiles([2.0, 1.0], "--x", "ms")
-    with pytest.raises(ValueError, match="^--x: expected quantiles"):
+    with pytest.raises(ValueError, match=r"^--x: expected quantiles"):
         check_quantiles(1.0, "--x")
     assert check_quantiles([0, 1], "--x") == (0.0, 1.0)
     for bad in ((0.002, 0.001), (), (float("nan"),), (0.001, float("inf")), (-0.001,), 0.001):

@@ -19,6 +19,7 @@ What is computed, exactly:
 
 from __future__ import annotations
 
+import argparse
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -37,6 +38,9 @@ __all__ = [
     "Share",
     "StepCheck",
     "Target",
+    "add_capacity_options",
+    "capacity_options",
+    "check_headroom",
     "check_steps",
     "find_capacity",
     "good_share",
@@ -355,8 +359,7 @@ def replicas_needed(capacity: Capacity, target: Target, headroom: float = DEFAUL
     """Replicas to carry ``target`` with ``headroom`` spare. Per replica: the capacity step's
     measured requests/s for an rps target; its concurrency for a users target (for a rate step,
     Little's law is not applied: the users a rate step carried are not measured, so it fails)."""
-    if not math.isfinite(headroom) or headroom < 0:
-        raise ValueError(f"--headroom: expected a share >= 0 (0.2 = 20 %), got {headroom:g}")
+    check_headroom(headroom)
     if target.kind == "rps":
         per = capacity.requests_per_s
     else:
@@ -368,3 +371,45 @@ def replicas_needed(capacity: Capacity, target: Target, headroom: float = DEFAUL
     # The small epsilon keeps 2.4 / 1.2 x 1.0 (exactly 2 in decimal) from rounding up to 3.
     replicas = max(1, math.ceil(target.value / per * (1.0 + headroom) - 1e-9))
     return ReplicaPlan(target, per, headroom, replicas)
+
+
+def check_headroom(headroom: float) -> float:
+    """The headroom as given, or ValueError: a share from 0 to 1 (0.2: replicas for 1.2 x the
+    target). Above 1 is refused as a likely percentage (``--headroom 20`` would plan 21 x the
+    target); a target that is to grow is given as the larger target."""
+    if not (math.isfinite(headroom) and 0.0 <= headroom <= 1.0):
+        raise ValueError(
+            f"--headroom: expected a share from 0 to 1 (0.2 = 20 % spare over the target), got {headroom:g}"
+        )
+    return headroom
+
+
+def add_capacity_options(p: argparse.ArgumentParser) -> None:
+    """--slo, --target-rps or --target-users, --headroom: how ``tokenload report`` and
+    ``tokenload plan`` judge capacity and size replicas (one declaration for both)."""
+    p.add_argument(
+        "--slo", default=None, help="latency SLO for the capacity, e.g. ttft_p95_ms=1000,tpot_p95_ms=50"
+    )
+    target = p.add_mutually_exclusive_group()
+    target.add_argument("--target-rps", type=float, default=None, help="size replicas for this req/s")
+    target.add_argument("--target-users", type=float, default=None, help="size replicas for these users")
+    p.add_argument(
+        "--headroom",
+        type=float,
+        default=None,
+        help=f"capacity to spare over the target, a share of it from 0 to 1 (default {DEFAULT_HEADROOM:g}: "
+        f"replicas for {1 + DEFAULT_HEADROOM:g} x the target)",
+    )
+
+
+def capacity_options(args: argparse.Namespace) -> tuple[SLO | None, Target | None, float]:
+    """The SLO, target and headroom that :func:`add_capacity_options` declared, checked (SLOError
+    or ValueError, one line naming the option)."""
+    slo = parse_slo(args.slo) if args.slo is not None else None
+    target = None
+    if args.target_rps is not None:
+        target = Target("rps", args.target_rps)
+    elif args.target_users is not None:
+        target = Target("users", args.target_users)
+    headroom = check_headroom(DEFAULT_HEADROOM if args.headroom is None else args.headroom)
+    return slo, target, headroom

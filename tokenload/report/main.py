@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tokenload.analysis.thresholds import Thresholds
 from tokenload.cli_args import OneLineParser
-from tokenload.report.capacity import DEFAULT_HEADROOM, SLOError, Target, parse_slo
+from tokenload.report.capacity import SLOError, add_capacity_options, capacity_options
 from tokenload.report.markdown import capacity_lines
 from tokenload.report.rundir import ReportError
 from tokenload.report.tables import COLUMNS, prediction_sentence, step_cells, text_table
@@ -26,16 +26,7 @@ PROG = "tokenload report"
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run_dir", metavar="DIR", help="a run directory (with summary.json)")
-    p.add_argument("--slo", default=None, help="latency SLO, e.g. ttft_p95_ms=1000,tpot_p95_ms=50")
-    target = p.add_mutually_exclusive_group()
-    target.add_argument("--target-rps", type=float, default=None, help="size replicas for this req/s")
-    target.add_argument("--target-users", type=float, default=None, help="size replicas for these users")
-    p.add_argument(
-        "--headroom",
-        type=float,
-        default=DEFAULT_HEADROOM,
-        help="capacity to spare over the target, a share of it (default 0.2: replicas for 1.2 x the target)",
-    )
+    add_capacity_options(p)
     p.add_argument(
         "--threshold",
         action="append",
@@ -62,17 +53,10 @@ def parse_thresholds(items: list[str]) -> Thresholds:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        slo = parse_slo(args.slo) if args.slo is not None else None
+        slo, target, headroom = capacity_options(args)
         thresholds = parse_thresholds(args.threshold)
-        target = None
-        if args.target_rps is not None:
-            target = Target("rps", args.target_rps)
-        elif args.target_users is not None:
-            target = Target("users", args.target_users)
-        if not args.headroom >= 0:
-            raise ValueError(f"--headroom: expected a share >= 0 (0.2 = 20 %), got {args.headroom:g}")
         run, model = load_and_model(
-            Path(args.run_dir), slo=slo, thresholds=thresholds, target=target, headroom=args.headroom
+            Path(args.run_dir), slo=slo, thresholds=thresholds, target=target, headroom=headroom
         )
         paths = write_model(run, model)
     except (ReportError, SLOError, ValueError) as exc:
