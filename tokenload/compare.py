@@ -24,9 +24,15 @@ PROG = "tokenload compare"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("run_a", metavar="DIR_A", help="the baseline run directory")
-    p.add_argument("run_b", metavar="DIR_B", help="the run under test")
+    p = OneLineParser(
+        prog=PROG,
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage=f"{PROG} DIR_A DIR_B [--baseline-runs DIR [DIR ...]] [options]",
+    )
+    # Optional here so that DIR_A DIR_B may also follow --baseline-runs' directories (main).
+    p.add_argument("run_a", metavar="DIR_A", nargs="?", help="the baseline run directory")
+    p.add_argument("run_b", metavar="DIR_B", nargs="?", help="the run under test")
     p.add_argument(
         "--tolerance",
         type=float,
@@ -49,7 +55,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.run_b is None:
+        # --baseline-runs took every directory after it: the last ones are A (if missing) and B.
+        missing = 1 if args.run_a else 2
+        if len(args.baseline_runs) < missing + 1:
+            parser.error(f"the following arguments are required: {'DIR_B' if args.run_a else 'DIR_A, DIR_B'}")
+        *args.baseline_runs, last = args.baseline_runs
+        if args.run_a is None:
+            *args.baseline_runs, args.run_a = args.baseline_runs
+        args.run_b = last
     try:
         if not 0 < args.confidence < 1:
             raise ValueError(f"--confidence: expected a share between 0 and 1, got {args.confidence:g}")
@@ -71,8 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     # Run ids are often a directory's last part ("run"); the paths say which is which.
     comparison.run_a, comparison.run_b = str(a.path), str(b.path)
     text = render_markdown(comparison)
-    print(text)
-    if args.out:
+    if args.out:  # before the verdict is printed: a comparison that could not be kept says only that
         out = Path(args.out)
         body = json.dumps(comparison.to_dict(), indent=2) + "\n" if out.suffix == ".json" else text
         try:
@@ -80,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as exc:
             print(f"{PROG}: --out: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
             return 2
+    print(text)
     if not comparison.steps:
         print(f"{PROG}: no step of A matches a step of B by load: nothing was compared", file=sys.stderr)
         return 2

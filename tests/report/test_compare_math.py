@@ -175,16 +175,44 @@ def test_run_to_run_noise_comes_from_repeated_runs() -> None:
     c = compare_runs(a, ra, b, rb)
     ttft = next(m for m in c.steps[0].changes if m.metric == "ttft_ms p50")
     assert ttft.change > 0.25 and ttft.regression and ttft.run_to_run is None
-    assert "run-to-run noise not measured" in render_markdown(c)
+    assert "Run-to-run noise: not measured" in render_markdown(c)
     # ... and not flagged once repeated baseline runs show the configuration moves that much.
     repeats = [make_run(s, 130, ttft=t, ttft_cv=0.25)[0] for s, t in ((3, 24.8), (4, 21.0), (5, 27.0))]
     c = compare_runs(a, ra, b, rb, baselines=repeats)
     ttft = next(m for m in c.steps[0].changes if m.metric == "ttft_ms p50")
     assert ttft.run_to_run is not None and ttft.run_to_run[0] < ttft.b < ttft.run_to_run[1]
-    assert not ttft.regression and "from 4 baseline runs" in render_markdown(c)
+    assert not ttft.regression and "from 4 runs of A's configuration" in render_markdown(c)
     # A change beyond the repeats' spread still is a regression.
     b, rb = make_run(2, 130, ttft=45.0, ttft_cv=0.2)
     assert "ttft_ms p50" in regressions(compare_runs(a, ra, b, rb, baselines=repeats))
+
+
+def test_one_repeat_is_too_few_to_hide_a_drop() -> None:
+    # Walkthrough (2026-12-05): with one --baseline-runs, a -73 % drop in requests/s was called
+    # "within noise": two runs' 99 % prediction interval is +- 55 times their difference (here
+    # -19.8 .. 35.3 req/s). Two runs give no interval; three do.
+    def rate(c) -> object:
+        return next(m for m in c.steps[0].changes if m.metric == "requests_per_s")
+
+    a, ra = make_run(1, 400, tpot=7.0, ttft_cv=0.5)
+    slow, rslow = make_run(2, 400, tpot=20.0, ttft_cv=0.5)
+    again = make_run(3, 400, tpot=7.6, ttft_cv=0.5)[0]
+    c = compare_runs(a, ra, slow, rslow, baselines=[again])
+    assert rate(c).run_to_run is None and rate(c).regression
+    assert "not judged: 2 runs of A's configuration are too few" in render_markdown(c)
+    c = compare_runs(a, ra, slow, rslow, baselines=[again, make_run(4, 400, tpot=6.8, ttft_cv=0.5)[0]])
+    lo, hi = rate(c).run_to_run
+    assert 0.0 <= lo < rate(c).a < hi and rate(c).regression
+
+
+def test_runs_that_sent_other_requests_are_not_compared() -> None:
+    a, ra = make_run(1, 50)
+    b, rb = make_run(2, 50)
+    a["config"], b["config"] = {"prompt_tokens": "128"}, {"prompt_tokens": "1024"}
+    with pytest.raises(ValueError, match=r"sent different requests \(prompt_tokens: '128' -> '1024'\)"):
+        compare_runs(a, ra, b, rb)
+    b["config"] = {"prompt_tokens": "128", "model": "other"}  # another model: what compare is for
+    assert set(compare_runs(a, ra, b, rb).config_diff) == {"model"}
 
 
 def test_rates_are_judged_against_the_baseline_runs_too() -> None:
@@ -269,12 +297,12 @@ def test_requests_that_move_together_widen_the_interval() -> None:
 def test_steps_are_matched_by_load_and_differences_reported() -> None:
     a, ra = make_run(1, 30, users=4)
     b, rb = make_run(2, 30, users=8)
-    b["config"]["prompt_tokens"] = "256"
+    b["config"]["metrics_interval_s"] = 2.0
     c = compare_runs(a, ra, b, rb)
     assert c.steps == [] and c.only_a == ["4 users"] and c.only_b == ["8 users"]
-    assert c.config_diff == {"prompt_tokens": ("128", "256")}  # run_dir is incidental
+    assert c.config_diff == {"metrics_interval_s": (None, 2.0)}  # run_dir is incidental
     text = render_markdown(c)
-    assert "nothing was compared" in text and "prompt_tokens" in text and "No regression" not in text
+    assert "nothing was compared" in text and "metrics_interval_s" in text and "No regression" not in text
     b["steps"][0]["verdict"] = {"bottleneck": "kv_capacity"}
     b["steps"][0]["concurrency"] = 4
     c = compare_runs(a, ra, b, rb)
@@ -317,6 +345,8 @@ def test_tolerance_must_be_a_share() -> None:
 
 def test_run_to_run_bound_is_a_t_prediction_interval() -> None:
     assert run_to_run_bound([5.0]) is None
+    assert run_to_run_bound([5.0, 5.1]) is None  # one difference: no interval (noise.RUN_TO_RUN_MIN_RUNS)
+    assert run_to_run_bound([1.0, 9.0, 1.0])[0] == 0.0  # latencies and rates are not negative
     lo, hi = run_to_run_bound([10.0, 12.0, 11.0, 13.0], confidence=0.95)
     # mean 11.5, sd 1.29, t(0.975, 3) = 3.18 (Cornish-Fisher within 1 %), sqrt(1 + 1/4)
     assert abs((hi - lo) / 2 - 3.18 * 1.291 * 1.118) < 0.1

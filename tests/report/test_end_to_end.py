@@ -72,6 +72,13 @@ def base_c(base_b: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def base_d(base_c: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fourth time: with A, three runs, the fewest whose spread is an interval
+    (noise.RUN_TO_RUN_MIN_RUNS)."""
+    return sweep(tmp_path_factory.mktemp("d") / "run", *COMPARE_ARGS, "--sim-args", f"--profile {PROFILE}")
+
+
+@pytest.fixture(scope="module")
 def slow_run(base_b: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The planted regression: the same GPU profile with its fixed per-step overhead raised by
     30 % of a decode step's time, so every decode step takes 30 % longer. (Raising the overhead
@@ -226,13 +233,21 @@ def test_report_bad_input_is_one_line_and_exit_2(
 
 
 def test_compare_identical_configurations_is_not_a_regression(
-    base_a: Path, base_b: Path, base_c: Path, tmp_path: Path
+    base_a: Path, base_b: Path, base_c: Path, base_d: Path, tmp_path: Path
 ) -> None:
     # Identical closed-loop runs can differ for real (TTFT p50 +32 % at 8 users: the loop fell
-    # into another rhythm); only repeats measure that, so the baseline comes with one.
+    # into another rhythm); only repeats measure that, so the baseline comes with two. They may
+    # also come before DIR_A DIR_B (walkthrough: that order used to be refused).
     out_json = tmp_path / "cmp.json"
     out = tokenload(
-        "compare", str(base_a), str(base_b), "--baseline-runs", str(base_c), "--out", str(out_json)
+        "compare",
+        "--baseline-runs",
+        str(base_c),
+        str(base_d),
+        str(base_a),
+        str(base_b),
+        "--out",
+        str(out_json),
     )
     print(out.stdout)  # the measured changes, for the record (pytest -s)
     assert out.returncode == 0, out.stdout + out.stderr
@@ -274,6 +289,7 @@ def test_compare_flags_a_planted_slowdown(base_a: Path, slow_run: Path, tmp_path
         (["{a}", "{a}", "--tolerance", "-0.1"], "--tolerance"),
         (["{a}", "{a}", "--confidence", "1.5"], "--confidence"),
         (["{a}"], "required: DIR_B"),
+        (["--baseline-runs", "{a}", "{a}"], "required: DIR_A, DIR_B"),  # no repeat left for A and B
     ],
 )
 def test_compare_bad_input_is_one_line_and_exit_2(

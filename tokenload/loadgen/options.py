@@ -116,6 +116,12 @@ def _selector(text: str) -> tuple[str, ...]:
 #: Config entries that differ between any two runs and say nothing about the workload.
 INCIDENTAL_CONFIG = frozenset({"run_dir"})
 
+#: Config entries that define the requests sent: two runs that differ in one sent other requests,
+#: and a change between their steps is the workload's, not the server's.
+WORKLOAD_CONFIG = frozenset(
+    {"prompt_tokens", "output_tokens", "length_method", "workload_file", "natural_stop"}
+)
+
 
 def config_differences(a: dict[str, Any], b: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     """What differs between two runs' ``config`` (summary.json): key -> (a's, b's), leaving out

@@ -17,8 +17,8 @@ A latency percentile is a **regression** when all of these hold:
    correlation factor (noise.correlation_factor: batch medians in time order against the same
    requests shuffled), so correlated requests count for fewer. A percentile with fewer than 5
    samples beyond it a side (10 requests for p50, 500 for p99) is not judged;
-3. run-to-run noise, when repeated baseline runs are given (``--baseline-runs``): B lies outside
-   the prediction interval of the baseline runs' values (noise.run_to_run_bound). Identical
+3. run-to-run noise, given A and 2 or more repeats (``--baseline-runs``): B lies outside the
+   prediction interval of those runs' values (noise.run_to_run_bound). Identical
    configurations can differ for real from run to run (TTFT p50 at 8 users of 19.6 and 26.2 ms
    on the emulator, each with a tight interval): only repeats measure that, and without them the
    comparison says it was not measured. Nothing here requires a change wider than the
@@ -36,10 +36,11 @@ generator that cannot keep up sets a closed loop's pace itself (it cost one run 
 throughput at 1 user on a busy 2-core machine), so such a step's rates are not judged.
 
 Steps are matched by load and workload (a context sweep's prompt length), so each step is
-compared with its own counterpart. **Beyond noise** means 2-4 (latencies), or the counting
-interval and rule 3 (rates), whichever the direction. Both
-halves are needed: identical configurations differ by a few percent for real (beyond noise,
-within tolerance), and small or correlated samples differ by a lot by chance.
+compared with its own counterpart; runs that sent other requests (``WORKLOAD_CONFIG``) are
+refused. **Beyond noise** means 2-4 (latencies), or the counting interval and rule 3 (rates),
+whichever the direction. Both halves are needed: identical configurations differ by a few
+percent for real (beyond noise, within tolerance), and small or correlated samples differ by a
+lot by chance.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from tokenload.loadgen.options import config_differences
+from tokenload.loadgen.options import WORKLOAD_CONFIG, config_differences
 from tokenload.report.noise import (
     BOOTSTRAP_ROUNDS,
     CONFIDENCE,
@@ -60,6 +61,7 @@ from tokenload.report.noise import (
     count_variance,
     rate_interval,
     run_to_run_bound,
+    run_to_run_sentence,
     spread,
     widen_interval,
 )
@@ -307,6 +309,20 @@ def compare_runs(
     ``baselines``: summaries of further runs of A's configuration (run-to-run noise)."""
     if not (tolerance >= 0 and math.isfinite(tolerance)):
         raise ValueError(f"--tolerance: expected a relative change >= 0 (0.1 = 10 %), got {tolerance:g}")
+    # A prediction has no options (tokenload plan --out writes none): no configuration to compare.
+    cfg_a, cfg_b = summary_a.get("config") or {}, summary_b.get("config") or {}
+    diff = config_differences(cfg_a, cfg_b) if cfg_a and cfg_b else {}
+    # A context sweep's steps carry their own prompt length, which matching already compares.
+    per_step = all(s.get("prompt_tokens") for s in summary_a.get("steps") or [])
+    workload = {
+        k: v for k, v in diff.items() if k in WORKLOAD_CONFIG and not (k == "prompt_tokens" and per_step)
+    }
+    if workload:
+        changed = "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in workload.items())
+        raise ValueError(
+            f"A and B sent different requests ({changed}): a change would be the workload's, not the "
+            "server's; compare two runs of one workload"
+        )
     rng = np.random.default_rng(seed)
     mixed_token_counts = tokens_by_arrival(summary_a) != tokens_by_arrival(summary_b)
     by_key_b = {k: s for s in summary_b.get("steps") or [] if (k := step_key(s)) is not None}
@@ -400,9 +416,6 @@ def compare_runs(
                 notes,
             )
         )
-    # A prediction has no options (tokenload plan --out writes none): no configuration to compare.
-    cfg_a, cfg_b = summary_a.get("config") or {}, summary_b.get("config") or {}
-    diff = config_differences(cfg_a, cfg_b) if cfg_a and cfg_b else {}
     return Comparison(
         run_a=str(summary_a.get("run_id")),
         run_b=str(summary_b.get("run_id")),
@@ -435,12 +448,8 @@ def render_markdown(c: Comparison) -> str:
     out.append(
         f"Change = B / A - 1. Noise: {100 * c.confidence:g} % interval of the change (bootstrap of "
         f"per-request samples for latencies, seed {c.seed}, widened where a run's requests move "
-        "together; completion counts for rates) and, "
-        + (
-            f"from {c.baseline_runs + 1} baseline runs, the run-to-run interval of one more run. "
-            if c.baseline_runs
-            else "run-to-run noise not measured (give repeated baseline runs: --baseline-runs DIR...). "
-        )
+        "together; completion counts for rates). "
+        + run_to_run_sentence(c.baseline_runs + 1)
         + f"A regression is worse by more than {100 * c.tolerance:g} % and beyond noise "
         "(the rule: tokenload/report/compare_math.py)."
     )

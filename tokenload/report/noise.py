@@ -23,6 +23,7 @@ __all__ = [
     "BOOTSTRAP_ROUNDS",
     "CONFIDENCE",
     "MIN_TAIL",
+    "RUN_TO_RUN_MIN_RUNS",
     "bootstrap_interval",
     "centre_interval",
     "correlation_factor",
@@ -30,6 +31,7 @@ __all__ = [
     "min_samples",
     "rate_interval",
     "run_to_run_bound",
+    "run_to_run_sentence",
     "spread",
     "t_quantile",
     "widen_interval",
@@ -197,13 +199,43 @@ def t_quantile(p: float, dof: int) -> float:
     return z + g1 / dof + g2 / dof**2 + g3 / dof**3
 
 
+#: The fewest runs of one configuration (A and its --baseline-runs) whose spread is judged: with
+#: two, the standard deviation rests on one difference (1 degree of freedom) and the 99 %
+#: prediction interval is the mean +- 55 times that difference (t = 63.7, x sqrt(1.5) / sqrt(2)):
+#: two runs 2 % apart admit any value from 0 to twice the mean, so it held a -73 % drop in
+#: throughput (walkthrough, 2026-12-05). With three, t = 9.9 on 2 degrees of freedom. A
+#: definition of what an interval can say, not fitted.
+RUN_TO_RUN_MIN_RUNS = 3
+
+
 def run_to_run_bound(values: list[float], confidence: float = CONFIDENCE) -> tuple[float, float] | None:
     """Where one more run of the configuration whose repeated runs gave ``values`` falls, with
-    ``confidence``: mean +- t sd sqrt(1 + 1/k) (a prediction interval); None with fewer than 2."""
+    ``confidence``: mean +- t sd sqrt(1 + 1/k) (a prediction interval), from 0 up (latencies and
+    rates are not negative); None with fewer than :data:`RUN_TO_RUN_MIN_RUNS` runs."""
     k = len(values)
-    if k < 2:
+    if k < RUN_TO_RUN_MIN_RUNS:
         return None
     mean = sum(values) / k
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (k - 1))
     half = t_quantile(0.5 + confidence / 2, k - 1) * sd * math.sqrt(1 + 1 / k)
-    return mean - half, mean + half
+    return max(0.0, mean - half), mean + half
+
+
+def run_to_run_sentence(runs: int) -> str:
+    """What the comparison says of run-to-run noise, given ``runs`` runs of A's configuration (A
+    and its --baseline-runs)."""
+    if runs >= RUN_TO_RUN_MIN_RUNS:
+        return (
+            f"Run-to-run: from {runs} runs of A's configuration, the interval where one more run "
+            "falls (column run-to-run, in the metric's unit). "
+        )
+    if runs == 2:
+        return (
+            "Run-to-run noise: not judged: 2 runs of A's configuration are too few for an interval "
+            f"(it would be +- 55 times their difference); give {RUN_TO_RUN_MIN_RUNS - 1} or more "
+            "--baseline-runs. "
+        )
+    return (
+        "Run-to-run noise: not measured (give repeated runs of A's configuration: --baseline-runs "
+        f"DIR, {RUN_TO_RUN_MIN_RUNS - 1} or more). "
+    )
