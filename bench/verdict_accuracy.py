@@ -134,7 +134,9 @@ CACHE: Path | None = None
 #: sweep from before is not judged as if it were today's. 2: steps settle and users spawn as the
 #: step shapes make them, and send again a client turnaround after a response (2026-12-05).
 #: 3: the turnaround drawn from its measured spread, not one value (tokenload/sim/turnaround.py).
-SWEEP_VERSION = 3
+#: 4: a request whose lengths exceed max_model_len is drawn again, as the client does
+#: (workload.lengths.fitting_lengths), not cut to fit.
+SWEEP_VERSION = 4
 #: --given-max-num-seqs: judge as a user who tells tokenload the server's max_num_seqs
 #: (--server-max-num-seqs); vLLM's /metrics does not show it.
 GIVEN_CAP = False

@@ -99,6 +99,29 @@ def _sim_replica_metrics(host: str) -> list[str] | None:
         return None
 
 
+def _check_fits_emulator(args: argparse.Namespace) -> None:
+    """The built-in emulator's context against the shortest request the workload can draw: one
+    that can never fit ends the sweep here, before any load (a real server's context is known
+    only once its /tokenize answers, and a worker then ends the run)."""
+    from tokenload.sim import main as sim_main
+    from tokenload.workload.lengths import parse_length_spec
+
+    try:
+        profile, config = sim_main.engine_from_text(args.sim_args)
+    except ValueError as exc:
+        raise SweepError(f"--sim-args: {exc}") from None
+    out = parse_length_spec(args.output_tokens, "--output-tokens").least()
+    prompts = str(args.prompt_lengths).split(",") if args.shape == "context" else [args.prompt_tokens]
+    flag = "--prompt-lengths" if args.shape == "context" else "--prompt-tokens"
+    least = max(parse_length_spec(p.strip(), flag).least() for p in prompts)
+    max_model_len = config.max_model_len or profile.model.max_model_len  # as the engine takes it
+    if least + out > max_model_len:
+        raise SweepError(
+            f"{flag}/--output-tokens: {least} + {out} tokens at the least, more than the "
+            f'emulator\'s max_model_len of {max_model_len} (--sim-args "--max-model-len N")'
+        )
+
+
 def _check(args: argparse.Namespace) -> None:
     """What the options' own types cannot see: one option against another, or the whole shape."""
     if args.out and "," in str(args.out):
@@ -142,6 +165,8 @@ def _check(args: argparse.Namespace) -> None:
         raise SweepError(f"--slo-max: expected a rate >= --slo-start, got {args.slo_max:g}")
     if args.knee_max < args.knee_start:
         raise SweepError(f"--knee-max: expected an integer >= --knee-start, got {args.knee_max}")
+    if args.host is None and not args.workload:
+        _check_fits_emulator(args)
     if args.workload:
         from tokenload.workload.errors import WorkloadError
         from tokenload.workload.spec import load_workload_file
@@ -392,6 +417,12 @@ def main(argv: list[str] | None = None) -> int:
         if report_html is not None:
             print(f"\nreport: {report_html}")
     print(f"\nrun directory: {run_dir} ({time.monotonic() - t0:.0f} s)")
+    if not summary_path.exists():
+        # A run that ended before its end (a workload the server refused, no worker) wrote no
+        # summary: nothing was measured, whatever Locust's own exit status.
+        print("tokenload sweep: the run ended before it measured anything (no summary.json; the "
+              "reason is logged above)", file=sys.stderr)  # fmt: skip
+        return rc or 2
     return rc
 
 

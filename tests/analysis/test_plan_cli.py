@@ -50,6 +50,7 @@ def test_plan_bad_input_is_one_line() -> None:
         ["--concurrency", "2", "--target-rps", "-3"],
         ["--concurrency", "2", "--target-users", "4", "--headroom", "-1"],
         ["--concurrency", "2", "--target-users", "4", "--headroom", "20"],
+        ["--concurrency", "2", "--prompt-tokens", "100000"],  # never fits the context: not a 0 tok/s knee
         ["--concurrency", "2", "--step-duration", "0"],
     ]
     for args in cases:

@@ -67,6 +67,13 @@ def _closed_port() -> int:
             ["--prometheus-url", "http://127.0.0.1:9", "--prometheus-selector", "{job=}"],
             "--prometheus-selector: ",
         ),
+        # Walkthrough: a prompt the emulator's context cannot hold ran, wrote no summary, exit 0.
+        (["--prompt-tokens", "40000"], "--prompt-tokens/--output-tokens: 40000 + 64 tokens at the least"),
+        (
+            ["--shape", "context", "--prompt-lengths", "128,9000", "--sim-args=--max-model-len 8192"],
+            "--prompt-lengths/--output-tokens: 9000 + 64 tokens at the least, more than the emulator's "
+            "max_model_len of 8192",
+        ),
         # argparse takes a value that starts with '-' for a flag: the line says what to write.
         (
             ["--sim-args", "--profile"],
@@ -81,6 +88,19 @@ def test_bad_arguments_fail_before_any_load(args: list[str], needle: str, tmp_pa
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], out.stderr
     assert not (tmp_path / "run").exists()  # nothing was started
+
+
+def test_a_run_that_measured_nothing_is_not_a_success(tmp_path: Path) -> None:
+    # Lengths that fit the context only in the far tail: the run starts, the worker's 100 draws
+    # in a row do not fit, and it ends with no summary (this used to exit 0).
+    out = sweep("--concurrency", "1", "--prompt-tokens", "lognormal:mean=40000,sigma=0.05",
+                "--step-duration", "5", "--out", str(tmp_path / "run"), timeout=120)  # fmt: skip
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "100 draws in a row exceed the model's max_model_len of 32768" in out.stdout + out.stderr
+    assert out.stderr.strip().splitlines()[-1] == (
+        "tokenload sweep: the run ended before it measured anything (no summary.json; the reason is "
+        "logged above)"
+    )
 
 
 def test_a_host_given_with_v1_is_told_to_drop_it(tmp_path: Path) -> None:

@@ -258,3 +258,19 @@ def test_derive_seed_is_a_known_value() -> None:
 
 def _take(rng: random.Random, n: int) -> list[float]:
     return [rng.random() for _ in range(n)]
+
+
+def test_the_least_length_and_pairs_that_fit_the_context() -> None:
+    import random
+
+    from tokenload.workload.errors import WorkloadError
+    from tokenload.workload.lengths import fitting_lengths
+
+    assert parse_length_spec("300").least() == 300 and parse_length_spec("uniform:20-90").least() == 20
+    assert parse_length_spec("lognormal:mean=40000,sigma=0.5").least() == 1  # unbounded below
+    # Drawn again until they fit, as the client does: the tail of a wide distribution is cut.
+    dist, rng = parse_length_spec("lognormal:mean=1000,sigma=1.0"), random.Random(0)
+    pairs = [fitting_lengths(lambda: (dist.sample(rng), 64), 2048) for _ in range(2000)]
+    assert all(n + out <= 2048 for n, out, _ in pairs) and sum(r for *_, r in pairs) > 50
+    with pytest.raises(WorkloadError, match="100 draws in a row exceed the model's max_model_len of 2048"):
+        fitting_lengths(lambda: (4000, 1), 2048)

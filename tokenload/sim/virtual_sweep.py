@@ -32,7 +32,7 @@ from tokenload.sim.metrics import SimMetrics
 from tokenload.sim.profile import Profile, load_profile
 from tokenload.sim.turnaround import CLIENT_TURNAROUND_S, check_quantiles, turnaround
 from tokenload.sim.virtual import RequestSpec, VirtualDriver, VirtualRequest
-from tokenload.workload.lengths import parse_length_spec
+from tokenload.workload.lengths import fitting_lengths, parse_length_spec
 
 __all__ = ["VirtualPoint", "VirtualSchedule", "VirtualSweep", "VirtualWorkload", "virtual_sweep"]
 
@@ -145,10 +145,10 @@ class _Prompts:
 
     def make(self, max_model_len: int) -> RequestSpec:
         rng = self.rng
-        n = self.prompt_len.sample(rng)
-        out = self.output_len.sample(rng)
-        n = min(n, max_model_len - 2)
-        out = max(1, min(out, max_model_len - n - 1))
+        # As the client draws them (workload.plan.RequestPlanner): again until they fit.
+        n, out, _ = fitting_lengths(
+            lambda: (self.prompt_len.sample(rng), self.output_len.sample(rng)), max_model_len
+        )
         prefix = (
             self.prefixes[rng.randrange(len(self.prefixes))][: max(0, n - 1)] if self.prefix_tokens else []
         )

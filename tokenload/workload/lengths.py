@@ -30,6 +30,7 @@ __all__ = [
     "LogNormal",
     "Normal",
     "Uniform",
+    "fitting_lengths",
     "parse_length_spec",
     "parse_seconds_spec",
     "stream_for",
@@ -73,6 +74,10 @@ class Distribution(ABC):
     def mean(self) -> float:
         """The expected value of :meth:`sample` (for reports, e.g. a requested prefix-hit rate)."""
 
+    def least(self) -> int:
+        """The smallest length :meth:`sample` can give (1 for an unbounded distribution)."""
+        return 1
+
 
 @dataclass(frozen=True)
 class Fixed(Distribution):
@@ -84,6 +89,9 @@ class Fixed(Distribution):
 
     def mean(self) -> float:
         return float(round(self.value))
+
+    def least(self) -> int:
+        return max(1, round(self.value))
 
 
 @dataclass(frozen=True)
@@ -102,6 +110,9 @@ class Uniform(Distribution):
 
     def mean(self) -> float:
         return (int(self.low) + int(self.high)) / 2
+
+    def least(self) -> int:
+        return max(1, int(self.low))
 
 
 @dataclass(frozen=True)
@@ -166,6 +177,9 @@ class Empirical(Distribution):
             prev = c
         return total / self.cum_weights[-1]
 
+    def least(self) -> int:
+        return max(1, min(round(v) for v in self.values))
+
 
 def _discrete_mean(cdf: Callable[[float], float], top: int, normalise: bool = True) -> float:
     """Mean of ``round(X)`` over 1..top given X's CDF, conditioned on ``round(X) >= 1``."""
@@ -176,6 +190,25 @@ def _discrete_mean(cdf: Callable[[float], float], top: int, normalise: bool = Tr
         prev = cur
     kept = 1.0 - cdf(0.5)
     return total / kept if normalise else total
+
+
+#: Draws of an (input, output) pair that does not fit the model's context before a run stops.
+MAX_FIT_REDRAWS = 100
+
+
+def fitting_lengths(draw: Callable[[], tuple[int, int]], max_model_len: int | None) -> tuple[int, int, int]:
+    """An (input, output) pair from ``draw`` that fits ``max_model_len`` (input + output <= it, as
+    vLLM admits a request), and how many were drawn again before it: the workload's distribution
+    truncated to what the server takes, as a real server's 400 would otherwise cut it. WorkloadError
+    after :data:`MAX_FIT_REDRAWS` in a row (lengths the model cannot take)."""
+    for redrawn in range(MAX_FIT_REDRAWS):
+        n_in, n_out = draw()
+        if max_model_len is None or n_in + n_out <= max_model_len:
+            return n_in, n_out, redrawn
+    raise WorkloadError(
+        f"input_tokens/output_tokens: {MAX_FIT_REDRAWS} draws in a row exceed the model's max_model_len of "
+        f"{max_model_len}"
+    )
 
 
 # -- parsing ---------------------------------------------------------------------------------

@@ -15,16 +15,13 @@ from tokenload.workload.conversation import Conversation
 from tokenload.workload.datasets import DatasetStats, PromptPool, load_dataset
 from tokenload.workload.errors import WorkloadError
 from tokenload.workload.frames import PLAIN, Chat, Message, TokenCounter
-from tokenload.workload.lengths import Fixed
+from tokenload.workload.lengths import Fixed, fitting_lengths
 from tokenload.workload.maker import PromptMaker
 from tokenload.workload.prefix import SharedPrefixes
 from tokenload.workload.seeds import derive_seed, stream_for
 from tokenload.workload.spec import WorkloadSpec
 
 __all__ = ["PlannedRequest", "RequestPlanner"]
-
-# Draws of an (input, output) pair that does not fit the context before the run stops.
-_MAX_REDRAWS = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,15 +128,12 @@ class RequestPlanner:
             )
 
     def _lengths(self) -> tuple[int, int]:
-        for _ in range(_MAX_REDRAWS):
-            n_in, n_out = self.input_dist.sample(self._inputs), self.output_dist.sample(self._outputs)
-            if self.max_model_len is None or n_in + n_out <= self.max_model_len:
-                return n_in, n_out
-            self.redrawn_too_long += 1
-        raise WorkloadError(
-            f"input_tokens/output_tokens: {_MAX_REDRAWS} draws in a row exceed the model's max_model_len of "
-            f"{self.max_model_len}"
+        n_in, n_out, redrawn = fitting_lengths(
+            lambda: (self.input_dist.sample(self._inputs), self.output_dist.sample(self._outputs)),
+            self.max_model_len,
         )
+        self.redrawn_too_long += redrawn
+        return n_in, n_out
 
     def next(self) -> PlannedRequest:
         """The next request (kinds synthetic, dataset and shared_prefix)."""
