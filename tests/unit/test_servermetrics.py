@@ -97,6 +97,22 @@ def test_histogram_delta_and_reset() -> None:
     assert summary["count"] == 10 and summary["mean"] == pytest.approx(400.0)
 
 
+def test_a_quantile_never_contradicts_the_mean() -> None:
+    # Walkthrough: every queue time 0 s, all in vLLM's first bucket (0-0.3 s): the interpolated
+    # p50 was 150 ms beside a mean of 0. Markov's inequality caps the q-quantile at mean / (1 - q).
+    zeros = h([(0.3, 40), (1.0, 40), (float("inf"), 40)], 0.0)
+    assert histogram_quantile(0.5, zeros) == pytest.approx(0.15)  # Prometheus' answer, unchanged
+    s = histogram_summary(zeros, scale=1000)
+    assert s["mean"] == 0.0 and s["p50"] == 0.0 and s["p99"] == 0.0
+    # A few long waits among many short ones: the cap only binds where the bucket misleads.
+    mixed = h([(0.3, 95), (10.0, 100), (float("inf"), 100)], 95 * 0.01 + 5 * 2.0)
+    s = histogram_summary(mixed, scale=1000)
+    mean = s["mean"]
+    assert s["p50"] == pytest.approx(min(0.3 * 50 / 95 * 1000, 2 * mean))
+    assert s["p99"] == pytest.approx(min((0.3 + 9.7 * 4 / 5) * 1000, 100 * mean))
+    assert s["p99"] > s["p95"] > s["p50"]
+
+
 def test_tick_series_counts_a_target_once_per_tick() -> None:
     from types import SimpleNamespace
 

@@ -4,7 +4,8 @@
   ``increase()`` does: a drop means the counter restarted from zero;
 * gauges -> time-weighted mean, max and p95 (each sample holds until the next one);
 * histograms -> bucket deltas over the window -> count, mean and quantiles interpolated linearly
-  within the bucket, as Prometheus' ``histogram_quantile`` does.
+  within the bucket, as Prometheus' ``histogram_quantile`` does, and at most ``mean / (1 - q)``
+  (Markov's inequality: a wide bucket's interpolation cannot contradict the mean).
 """
 
 from __future__ import annotations
@@ -85,9 +86,17 @@ def histogram_quantile(q: float, h: HistogramState) -> float | None:
 
 
 def histogram_summary(h: HistogramState, scale: float = 1.0) -> dict[str, float | None]:
-    """count, mean and p50/p90/p95/p99, values multiplied by ``scale`` (1000 for seconds -> ms)."""
-    out: dict[str, float | None] = {"count": h.count, "mean": (h.sum / h.count * scale) if h.count else None}
+    """count, mean and p50/p90/p95/p99, values multiplied by ``scale`` (1000 for seconds -> ms).
+
+    A quantile interpolated within a wide bucket can contradict the mean the same histogram
+    gives (every queue time 0 s, all in vLLM's first bucket of 0-0.3 s: p50 0.15 s, mean 0). Every
+    vLLM histogram holds values >= 0, so Markov's inequality bounds the q-quantile by
+    ``mean / (1 - q)`` (P(X >= x) <= mean / x): each quantile is the smaller of the two."""
+    mean = (h.sum / h.count) if h.count else None
+    out: dict[str, float | None] = {"count": h.count, "mean": None if mean is None else mean * scale}
     for q, key in ((0.5, "p50"), (0.9, "p90"), (0.95, "p95"), (0.99, "p99")):
         v = histogram_quantile(q, h)
+        if v is not None and mean is not None and mean >= 0:
+            v = min(v, mean / (1.0 - q))
         out[key] = None if v is None else v * scale
     return out
