@@ -185,7 +185,7 @@ def test_report_command_rediagnoses_with_changed_thresholds(kv_run: Path) -> Non
     assert "Replicas for the target: ceil(10 req/s" in out.stdout and "0.2 headroom" in out.stdout
     # Thresholds no step can cross: the verdicts are recomputed, not copied from summary.json.
     out = tokenload(
-        "report", str(kv_run), "--threshold", "scaling_efficiency=0", "--threshold", "saturation_gain=-1",
+        "report", str(kv_run), "--threshold", "scaling_efficiency=0", "--threshold", "saturation_gain=0",
         "--threshold", "waiting_mean=1e9",
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
@@ -213,6 +213,12 @@ def _bad_dirs(tmp: Path) -> dict[str, Path]:
         (["{kv}", "--slo", "ttft_p95_ms=1000,latency=5"], "--slo: 'latency=5'"),
         (["{kv}", "--threshold", "bogus=1"], "--threshold: unknown name 'bogus'"),
         (["{kv}", "--threshold", "kv_full_ratio"], "--threshold: 'kv_full_ratio'"),
+        # Walkthrough: a negative ratio was taken, and every step judged by it.
+        (
+            ["{kv}", "--threshold", "kv_full_ratio=-3"],
+            "--threshold: kv_full_ratio: expected a share from 0 to 1",
+        ),
+        (["{kv}", "--threshold", "waiting_mean=-1"], "--threshold: waiting_mean: expected a number >= 0"),
         (["{kv}", "--target-rps", "-3"], "--target-rps: expected a positive number"),
         (["{kv}", "--target-rps", "3", "--target-users", "4"], "not allowed with argument"),
         (["{kv}", "--headroom", "-1"], "--headroom"),

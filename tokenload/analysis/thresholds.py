@@ -3,6 +3,7 @@ override any of them with ``Thresholds(**{...})`` (``tokenload report --threshol
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 
 __all__ = ["Thresholds"]
@@ -58,6 +59,14 @@ class Thresholds:
     #: SECONDARY_SHARE).
     secondary_share: float = 0.8
 
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            lo, hi = _RANGES.get(f.name, (0.0, math.inf))
+            if not (math.isfinite(value) and lo <= value <= hi):
+                what = "a share from 0 to 1" if (lo, hi) == (0.0, 1.0) else f"a number >= {lo:g}"
+                raise ValueError(f"--threshold: {f.name}: expected {what}, got {value:g}")
+
     @classmethod
     def with_overrides(cls, overrides: dict[str, float]) -> Thresholds:
         known = {f.name for f in fields(cls)}
@@ -67,3 +76,23 @@ class Thresholds:
                 f"--threshold: unknown name {bad[0]!r}; expected one of {', '.join(sorted(known))}"
             )
         return cls(**overrides)
+
+
+#: What each threshold can mean (a share, a factor of growth, a count); others are numbers >= 0.
+_RANGES: dict[str, tuple[float, float]] = {
+    **{
+        name: (0.0, 1.0)
+        for name in (
+            "error_rate",
+            "saturation_gain",
+            "scaling_efficiency",
+            "kv_full_ratio",
+            "cap_pinned_share",
+            "frontend_share",
+            "frontend_running_share",
+            "secondary_share",
+        )
+    },
+    "plateau_load_growth": (1.0, math.inf),
+    "kv_read_equiv_tokens": (1.0, math.inf),
+}
