@@ -143,6 +143,13 @@ def test_report_files_exist_and_parse(kv_run: Path) -> None:
     assert "| 16 users |" in md and "## SLO and capacity" in md and "Goodput there" in md
     assert "TTFT = t_first_content_chunk - t_start" in md  # the formulas, verbatim
     assert "api_key_env" in md and "api_key_set" in md
+    # Walkthrough: report.md named the deciding signal nowhere. Each step's verdict now says
+    # which signal decided it, with that signal's value and rule.
+    verdicts = md.split("## Verdicts", 1)[1].split("\n#", 1)[0]
+    lines = [line for line in verdicts.splitlines() if line.startswith("- Step ")]
+    assert len(lines) == len(summary["steps"])
+    for line, step in zip(lines, summary["steps"], strict=True):
+        assert f"Decided by {step['verdict']['decided_by']}" in line, line
 
 
 def test_report_html_is_self_contained_with_data_in_every_chart(kv_run: Path) -> None:

@@ -64,7 +64,7 @@ def test_verdicts_and_knee_are_recomputed() -> None:
     assert [st["verdict"]["bottleneck"] for st in fresh["steps"]][:2] == ["none", "none"]
     assert fresh["knee"] is not None and fresh["knee"]["step"] == 2
     assert s["steps"][0]["verdict"]["bottleneck"] == "compute"  # the input is not modified
-    lenient = refresh_verdicts(s, Thresholds(scaling_efficiency=0.0, saturation_gain=-1.0))
+    lenient = refresh_verdicts(s, Thresholds(scaling_efficiency=0.0, saturation_gain=0.0))
     assert lenient["knee"] is None
 
 

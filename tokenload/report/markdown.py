@@ -25,6 +25,7 @@ from tokenload.report.tables import (
     step_cells,
     trace_arrivals_table,
     trace_lines,
+    verdict_sentence,
     what_if_table,
 )
 from tokenload.results.prediction import prediction_label
@@ -101,6 +102,17 @@ def _config_rows(config: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
+def decided_line(step: dict[str, Any]) -> str:
+    """A step's verdict in a sentence, the signal that decided it, and that signal's evidence."""
+    v = step.get("verdict") or {}
+    decided = v.get("decided_by")
+    deciding = [e for e in v.get("evidence") or [] if e.get("metric") == decided]
+    words = evidence_words({"evidence": deciding[:1]})
+    return verdict_sentence(step) + (
+        f" Decided by {words[0]}." if words else f" Decided by {decided or '-'}."
+    )
+
+
 def render_markdown(model: ReportModel) -> str:
     s = model.summary
     out = [f"# tokenload report: {s.get('run_id') or 'run'}", ""]
@@ -113,8 +125,10 @@ def render_markdown(model: ReportModel) -> str:
         out.append(f"Evidence at step {knee['step']} ({load_label(step)}):")
         out += [f"- {e}" for e in evidence_words(step.get("verdict"))]
         out.append("")
-    out.append(f"Advice ({knee['bottleneck'] if knee else 'none'}):")
-    out += [f"- {a}" for a in model.knee_advice()]
+    advice = model.knee_advice()
+    if advice:
+        out.append(f"Advice ({knee['bottleneck'] if knee else 'none'}):")
+        out += [f"- {a}" for a in advice]
     if s.get("what_if"):
         header, rows = what_if_table(s["what_if"])
         out += ["", "## What if (predicted)", "", markdown_table(header, rows)]
@@ -128,6 +142,7 @@ def render_markdown(model: ReportModel) -> str:
         "that ended in it; KV use, waiting and preemptions from the server's /metrics."
     )
     out.append("")
+    out += ["## Verdicts", "", *[f"- {line}" for line in map(decided_line, model.steps)], ""]
     warnings = flag_warnings(model.steps)
     if warnings:
         out += ["**Load not as asked:**", ""] + [f"- {w}" for w in warnings] + [""]
