@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 from tokenload.cli_args import OneLineParser
-from tokenload.report.compare_math import CONFIDENCE, DEFAULT_TOLERANCE, compare_runs, render_markdown
+from tokenload.report.compare_math import CONFIDENCE, DEFAULT_TOLERANCE, compare_runs
+from tokenload.report.compare_text import render_markdown
 from tokenload.report.rundir import ReportError, load_run
 
 __all__ = ["build_parser", "main"]

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tokenload.report.compare_math import compare_runs, render_markdown, request_samples
+from tokenload.report.compare_math import compare_runs, request_samples
+from tokenload.report.compare_text import render_markdown
 from tokenload.report.noise import (
     bootstrap_interval,
     count_variance,
@@ -141,7 +142,7 @@ def test_a_30_percent_slower_decode_is_a_regression() -> None:
     c = compare_runs(a, ra, b, rb, tolerance=0.1)
     assert "tpot_ms p50" in regressions(c) and "output_tokens_per_s" not in regressions(c)
     rate = next(m for m in c.steps[0].changes if m.metric == "output_tokens_per_s")
-    assert rate.worse and rate.flag == "worse (not judged: client_bound in B)"
+    assert rate.worse and rate.flag == "worse, not judged: client_bound in B"
     assert "B was client_bound" in render_markdown(c)
 
 
@@ -185,6 +186,21 @@ def test_run_to_run_noise_comes_from_repeated_runs() -> None:
     # A change beyond the repeats' spread still is a regression.
     b, rb = make_run(2, 130, ttft=45.0, ttft_cv=0.2)
     assert "ttft_ms p50" in regressions(compare_runs(a, ra, b, rb, baselines=repeats))
+
+
+def test_the_flag_says_why_a_change_is_not_a_regression() -> None:
+    # Walkthrough: "+0.1 %" flagged "worse (not judged: too few samples)" and "+0.2 %" "worse
+    # (beyond noise)" on two runs of one configuration: a change within the tolerance says so.
+    from tokenload.report.compare_math import MetricChange
+
+    def flag(change: float, beyond: bool = False, not_judged: str | None = None) -> str:
+        return MetricChange("m", 1.0, 1.0 + change, change, None, None, (9, 9), beyond, change > 0,
+                            False, not_judged, None, 0.1).flag  # fmt: skip
+
+    assert flag(0.0004) == "" and flag(0.002, beyond=True) == "worse, within tolerance"
+    assert flag(0.001, not_judged="too few samples") == "worse, within tolerance"
+    assert flag(0.3, not_judged="too few samples") == "worse, not judged: too few samples"
+    assert flag(0.3) == "worse, within noise" and flag(-0.3, beyond=True) == "better, beyond noise"
 
 
 def test_one_repeat_is_too_few_to_hide_a_drop() -> None:

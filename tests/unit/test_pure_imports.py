@@ -31,6 +31,7 @@ PURE = [
     "tokenload.report.capacity",
     "tokenload.report.charts",
     "tokenload.report.compare_math",
+    "tokenload.report.compare_text",
     "tokenload.report.html",
     "tokenload.report.markdown",
     "tokenload.report.model",
