@@ -297,7 +297,9 @@ def print_steps(summary: dict[str, Any]) -> None:
     open_loop = any(s.get("target_rate_rps") is not None for s in summary["steps"])
     load = "rate" if open_loop else "users"
     extra = f" {'sent/s':>7} {'lag p99':>8}" if open_loop else ""
-    print(f"\n{'step':>4} {load:>6} {'req/s':>7} {'out tok/s':>10} {'TTFT p50':>9} {'TTFT p99':>9} "
+    prompts = any(s.get("prompt_tokens") for s in summary["steps"])  # a context sweep's lengths
+    load = f"{load:>6}" + (f" {'prompt':>7}" if prompts else "")
+    print(f"\n{'step':>4} {load} {'req/s':>7} {'out tok/s':>10} {'TTFT p50':>9} {'TTFT p99':>9} "
           f"{'TPOT p50':>9} {'KV use':>7} {'running':>8} {'waiting':>8} {'preempt':>8}"
           f"{extra}  verdict")  # fmt: skip
     for s in summary["steps"]:
@@ -307,12 +309,13 @@ def print_steps(summary: dict[str, Any]) -> None:
         wait = (srv.get("requests_waiting") or {}).get("mean")
         pre = (srv.get("preemptions") or {}).get("increase")
         level = f"{s['target_rate_rps']:g}" if open_loop else str(s["concurrency"])
+        level = f"{level:>6}" + (f" {s.get('prompt_tokens') or '-':>7}" if prompts else "")
         more = ""
         if open_loop:
             lag = (s.get("client") or {}).get("send_lag_ms_p99")
             more = f" {_fmt(s.get('achieved_rate_rps'), 2):>7} {_fmt(lag):>8}"
         print(
-            f"{s['index']:>4} {level:>6} {_fmt(s['requests_per_s'], 2):>7} "
+            f"{s['index']:>4} {level} {_fmt(s['requests_per_s'], 2):>7} "
             f"{_fmt(s['output_tokens_per_s']):>10} "
             f"{_fmt(s['ttft_ms']['p50']):>9} {_fmt(s['ttft_ms']['p99']):>9} {_fmt(s['tpot_ms']['p50']):>9} "
             f"{_fmt(kv, 3):>7} {_fmt(run):>8} {_fmt(wait):>8} {_fmt(pre, 0):>8}{more}  {_verdict(s)}"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import io
 
+import pytest
+
 from tokenload.demo import _findings
 from tokenload.sweep import print_findings, print_steps
 
@@ -86,3 +88,23 @@ def test_a_context_sweeps_steps_say_their_prompt_length_and_get_no_staircase_adv
     assert ReportModel(summary, [], [], Thresholds(), None, None, None, None, None, 0.0).knee_advice() == []
     staircase = {**summary, "search": None}
     assert ReportModel(staircase, [], [], Thresholds(), None, None, None, None, None, 0.0).knee_advice()
+
+
+def test_a_context_sweeps_console_lines_and_table_name_the_prompt_length(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Walkthrough: `sweep --shape context` printed "step 0: 1 user, ..." for every length, and its
+    # closing table had no prompt column.
+    from tokenload.sweep import print_steps
+
+    def step(i: int, prompt: str | None) -> dict:
+        return {"index": i, "concurrency": 1, "prompt_tokens": prompt, "requests_per_s": 1.0,
+                "output_tokens_per_s": 30.0, "ttft_ms": {"p50": 40.0, "p99": 41.0},
+                "tpot_ms": {"p50": 29.0}, "verdict": {"bottleneck": "none"}, "flags": []}  # fmt: skip
+
+    print_steps({"steps": [step(0, "128"), step(1, "512")]})
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].split()[:3] == ["step", "users", "prompt"]
+    assert [line.split()[:3] for line in lines[1:]] == [["0", "1", "128"], ["1", "1", "512"]]
+    print_steps({"steps": [step(0, None)]})  # a staircase: no prompt column
+    assert "prompt" not in capsys.readouterr().out

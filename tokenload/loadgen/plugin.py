@@ -261,11 +261,10 @@ class RunContext:
     def step_judged(self, summary: dict[str, Any]) -> None:
         """A line as each step's figures are complete (its measured requests ended): what it
         measured and its verdict."""
-        load = (
-            f"{summary['target_rate_rps']:g} req/s"
-            if summary.get("target_rate_rps") is not None
-            else f"{summary.get('concurrency')} user{'' if summary.get('concurrency') == 1 else 's'}"
-        )
+        from tokenload.report.tables import load_label  # one wording of a step's load (a context
+        # sweep's step names its prompt length)
+
+        load = load_label(summary)
         reqs = summary.get("requests") or {}
         failed = f" ({reqs['failed']} failed)" if reqs.get("failed") else ""
         tput = summary.get("output_tokens_per_s")
