@@ -319,7 +319,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "--prompt-lengths",
         "steps",
-        "Context sweep (locustfiles/context_sweep.py): prompt lengths, one series of steps each",
+        "Context sweep (locustfiles/context_sweep.py): prompt lengths, one series of steps each (the "
+        "default: the published A40 table's lengths, which tokenload demo compares with)",
         default="121,511,2041,8191",
         type=t.length_list("--prompt-lengths"),
     ),
@@ -327,7 +328,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "--warmup",
         "steps",
-        "Start of each step left out of its stats: a fraction (<1) or seconds",
+        "Start of each step left out of its stats: a fraction (<1) or seconds; it ends at the step "
+        "shape's first 1 s tick after it (0.2 of an 8 s step: measured from 2 s)",
         default=0.2,
         type=t.seconds_or_fraction,
     ),
