@@ -11,12 +11,12 @@ Everything runs on loopback with no GPU, in a few minutes on 2 cores.
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+from tokenload.cli_args import OneLineParser
 from tokenload.results.rundir import DEFAULT_REPORTS_DIR, new_run_id
 
 __all__ = ["main"]
@@ -76,7 +76,7 @@ def _sweep(out: Path, *args: str, verbose: bool = False) -> dict | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="tokenload demo", description=__doc__)
+    p = OneLineParser(prog="tokenload demo", description=__doc__)
     p.add_argument("--quick", action="store_true", help="shorter steps (a smoke run)")
     p.add_argument(
         "--verbose", action="store_true", help="show every sub-run's full output (Locust's tables)"

@@ -8,7 +8,6 @@ Faults are injected per request from a repeating pattern (``--faults ok,http_500
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import sys
@@ -18,6 +17,7 @@ from typing import IO, Any
 
 import gevent
 
+from tokenload.cli_args import OneLineParser
 from tokenload.serving.http import Connection, HTTPServer, Request
 
 __all__ = ["FAULTS", "MockConfig", "build_server", "main"]
@@ -284,17 +284,24 @@ def build_server(
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="tokenload mock", description=__doc__)
-    p.add_argument("--host", default="127.0.0.1")
+    p = OneLineParser(prog="tokenload mock", description=__doc__)
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default loopback only)")
     p.add_argument("--port", type=int, default=8000, help="0 picks a free port")
-    p.add_argument("--ttft-ms", type=float, default=50.0)
-    p.add_argument("--itl-ms", type=float, default=10.0)
-    p.add_argument("--tokens", type=int, default=128)
-    p.add_argument("--tokens-per-chunk", type=int, default=1)
+    p.add_argument(
+        "--ttft-ms", type=float, default=50.0, help="every stream's time to its first token (default 50)"
+    )
+    p.add_argument("--itl-ms", type=float, default=10.0, help="the gap between its chunks (default 10)")
+    p.add_argument(
+        "--tokens",
+        type=int,
+        default=128,
+        help="tokens a stream sends unless max_tokens is lower (default 128)",
+    )
+    p.add_argument("--tokens-per-chunk", type=int, default=1, help="tokens in each SSE chunk (default 1)")
     p.add_argument(
         "--faults", default="ok", help="comma-separated pattern, repeated per request: " + ", ".join(FAULTS)
     )
-    p.add_argument("--stall-s", type=float, default=5.0)
+    p.add_argument("--stall-s", type=float, default=5.0, help="a stall fault's length, seconds (default 5)")
     p.add_argument("--trace", default=None, help="write one JSON line per request with the write times")
     p.add_argument(
         "--eos-after",

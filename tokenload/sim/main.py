@@ -10,13 +10,14 @@ from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
+from tokenload.cli_args import OneLineParser
 from tokenload.sim.profile import DEFAULT_PROFILE
 
 __all__ = ["build_parser", "engine_setup", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="tokenload sim",
         description="A vLLM-compatible engine emulator: continuous batching, chunked prefill, a paged KV "
         "cache with preemption, latencies from a roofline model of the GPU. No GPU needed.",
@@ -29,7 +30,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--host", default="127.0.0.1", help="bind address (default loopback only)")
     p.add_argument("--port", type=int, default=8000, help="port; 0 picks a free one")
-    p.add_argument("--served-model-name", default=None)
+    p.add_argument(
+        "--served-model-name",
+        default=None,
+        help="the model id /v1/models lists (default: the profile's model)",
+    )
     p.add_argument(
         "--tokenizer",
         default=None,
@@ -44,15 +49,35 @@ def build_parser() -> argparse.ArgumentParser:
         default="v1",
         help="v1: chunked prefill (default); v0: prefill-first",
     )
-    g.add_argument("--max-num-seqs", type=int, default=None)
-    g.add_argument("--max-num-batched-tokens", type=int, default=None)
+    g.add_argument(
+        "--max-num-seqs", type=int, default=None, help="most requests running at once (default 256)"
+    )
+    g.add_argument(
+        "--max-num-batched-tokens",
+        type=int,
+        default=None,
+        help="most tokens an engine step takes (default 2048 with chunked prefill, else max(max_model_len, "
+        "2048))",
+    )
     g.add_argument(
         "--num-gpu-blocks", type=int, default=None, help="KV cache size in blocks (overrides the profile)"
     )
-    g.add_argument("--max-model-len", type=int, default=None)
-    g.add_argument("--block-size", type=int, default=None)
-    g.add_argument("--gpu-memory-utilization", type=float, default=None)
-    g.add_argument("--enable-prefix-caching", action="store_true", default=None)
+    g.add_argument(
+        "--max-model-len",
+        type=int,
+        default=None,
+        help="context: prompt + output tokens (default: the profile's model)",
+    )
+    g.add_argument("--block-size", type=int, default=None, help="tokens per KV-cache block (default 16)")
+    g.add_argument(
+        "--gpu-memory-utilization",
+        type=float,
+        default=None,
+        help="share of GPU memory for weights and KV cache (default 0.9)",
+    )
+    g.add_argument(
+        "--enable-prefix-caching", action="store_true", default=None, help="reuse cached prompt prefixes"
+    )
     g.add_argument(
         "--api-server-count",
         type=int,
@@ -60,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="API server processes (vLLM's flag; default 1): each serves requests one at a time for the "
         "profile's api_request_cpu_s + api_prompt_token_cpu_s x prompt tokens",
     )
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--seed", type=int, default=0, help="seeds output lengths and fault injection (default 0)")
     g.add_argument(
         "--output-len",
         default=None,
@@ -84,15 +109,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="how the router picks a replica: round_robin, random, least_requests or weighted:W1,W2,...",
     )
     f = p.add_argument_group("fault injection (per-request rates, seeded by --seed)")
-    f.add_argument("--http-500-rate", type=float, default=0.0)
-    f.add_argument("--http-429-rate", type=float, default=0.0)
-    f.add_argument("--retry-after-s", type=int, default=1)
-    f.add_argument("--disconnect-rate", type=float, default=0.0)
-    f.add_argument("--malformed-rate", type=float, default=0.0)
-    f.add_argument("--error-event-rate", type=float, default=0.0)
-    f.add_argument("--stall-rate", type=float, default=0.0)
-    f.add_argument("--stall-s", type=float, default=5.0)
-    f.add_argument("--fault-after-tokens", type=int, default=8)
+    f.add_argument("--http-500-rate", type=float, default=0.0, help="share of requests answered HTTP 500")
+    f.add_argument(
+        "--http-429-rate", type=float, default=0.0, help="share answered HTTP 429 (with Retry-After)"
+    )
+    f.add_argument("--retry-after-s", type=int, default=1, help="the 429s' Retry-After, seconds (default 1)")
+    f.add_argument("--disconnect-rate", type=float, default=0.0, help="share of streams cut mid-way")
+    f.add_argument(
+        "--malformed-rate", type=float, default=0.0, help="share of streams with a malformed SSE event"
+    )
+    f.add_argument(
+        "--error-event-rate", type=float, default=0.0, help="share of streams ending in an error event"
+    )
+    f.add_argument("--stall-rate", type=float, default=0.0, help="share of streams that stall for --stall-s")
+    f.add_argument("--stall-s", type=float, default=5.0, help="a stall's length, seconds (default 5)")
+    f.add_argument(
+        "--fault-after-tokens",
+        type=int,
+        default=8,
+        help="tokens streamed before a mid-stream fault (default 8)",
+    )
     f.add_argument(
         "--tokenize-delay-s",
         type=float,
