@@ -295,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         "--tokens",
         type=int,
         default=128,
-        help="tokens a stream sends unless max_tokens is lower (default 128)",
+        help="tokens a stream sends when its request gives no max_tokens (default 128)",
     )
     p.add_argument("--tokens-per-chunk", type=int, default=1, help="tokens in each SSE chunk (default 1)")
     p.add_argument(
