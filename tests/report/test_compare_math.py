@@ -229,6 +229,8 @@ def test_runs_that_sent_other_requests_are_not_compared() -> None:
         compare_runs(a, ra, b, rb)
     b["config"] = {"prompt_tokens": "128", "model": "other"}  # another model: what compare is for
     assert set(compare_runs(a, ra, b, rb).config_diff) == {"model"}
+    a["model"], b["model"] = "Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-7B-Instruct-AWQ"  # /v1/models'
+    assert compare_runs(a, ra, b, rb).config_diff["model (served)"] == (a["model"], b["model"])
 
 
 def test_rates_are_judged_against_the_baseline_runs_too() -> None:

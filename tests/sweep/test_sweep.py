@@ -150,6 +150,8 @@ def test_staircase_against_the_emulator(tmp_path: Path, workers: int) -> None:
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["schema_version"] == 3
     assert summary["server_max_num_seqs"] == 256  # kept for the report's verdicts
+    # Walkthrough: without --model, the model the run sent to was recorded nowhere.
+    assert summary["model"] == "meta-llama/Llama-3.1-8B-Instruct" and summary["config"]["model"] == ""
     # Every run option reaches the Locust processes, not only the ones the sweep once listed.
     config = summary["config"]
     assert (config["stall_timeout_s"], config["ttft_timeout_s"]) == (29.0, 77.0)

@@ -130,6 +130,31 @@ def _on_test_start(environment: Environment, **_kw: Any) -> None:
             freeze_gc()
     ctx.end_time = None
     ctx.start_scraper()
+    if not isinstance(environment.runner, WorkerRunner) and ctx.model is None and environment.host:
+        gevent.spawn(_record_model, environment, ctx)
+
+
+def _record_model(environment: Environment, ctx: RunContext) -> None:
+    """The model the run sent to, for summary.json (its users look it up in their own processes):
+    --model, else the first one the target's /v1/models lists; None if it does not answer."""
+    if ctx.config.model:
+        ctx.model = ctx.config.model
+        return
+    import json
+
+    from tokenload.client.http_stream import StreamTarget
+
+    target = StreamTarget(str(environment.host), api_key=ctx.config.api_key, pool_size=1)
+    try:
+        status, body = target.get("/v1/models", timeout_s=5.0)
+        if status == 200 and ctx.model is None:
+            ctx.model = str(json.loads(body)["data"][0]["id"])
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+        log.info(
+            "tokenload: /v1/models did not say the model (%s): summary.json has none", type(exc).__name__
+        )
+    finally:
+        target.close()
 
 
 #: Full (oldest-generation) collections at most once per this many young ones, and young ones

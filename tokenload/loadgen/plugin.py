@@ -360,6 +360,7 @@ class RunContext:
         return RunFacts(
             run_id=self.run_dir.name if self.run_dir else None,
             host=self.environment.host,
+            model=self.model,
             started_at=self.start_time,
             ended_at=self.end_time,
             config={**self.config.public_dict(), "endpoints": self.endpoints()},

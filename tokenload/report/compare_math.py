@@ -329,6 +329,8 @@ def compare_runs(
     # A prediction has no options (tokenload plan --out writes none): no configuration to compare.
     cfg_a, cfg_b = summary_a.get("config") or {}, summary_b.get("config") or {}
     diff = config_differences(cfg_a, cfg_b) if cfg_a and cfg_b else {}
+    if summary_a.get("model") and summary_b.get("model") and summary_a["model"] != summary_b["model"]:
+        diff["model (served)"] = (summary_a["model"], summary_b["model"])
     # A context sweep's steps carry their own prompt length, which matching already compares.
     per_step = all(s.get("prompt_tokens") for s in summary_a.get("steps") or [])
     workload = {

@@ -85,7 +85,8 @@ def _verdicts(model: ReportModel) -> str:
 
 
 def _config_value(v: Any) -> str:
-    return v if isinstance(v, str) else json.dumps(v)
+    """A config value as text: '-' for none (not recorded, or not given)."""
+    return "-" if v is None else v if isinstance(v, str) else json.dumps(v)
 
 
 def render_html(model: ReportModel) -> str:
@@ -199,6 +200,7 @@ def render_html(model: ReportModel) -> str:
         + "</ul>"
     )
     rows_cfg = [["host (target)", _config_value(redact(s.get("host")))]]
+    rows_cfg += [["model (served)", _config_value(s.get("model"))]]
     rows_cfg += [[k, _config_value(v)] for k, v in model.config.items()]
     parts.append(_table(["config", "value"], rows_cfg))
     parts.append(

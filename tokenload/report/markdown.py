@@ -97,6 +97,9 @@ def capacity_lines(model: ReportModel) -> list[str]:
 def _config_rows(config: dict[str, Any]) -> list[list[str]]:
     rows = []
     for k, v in redact(config).items():
+        if v is None:  # not recorded, or not given (gpu_peaks): nothing to quote
+            rows.append([k, "-"])
+            continue
         text = v if isinstance(v, str) else json.dumps(v, separators=(", ", ": "))
         rows.append([k, f"`{text}`" if text != "" else '`""`'])
     return rows
@@ -189,7 +192,10 @@ def render_markdown(model: ReportModel) -> str:
         f"- thresholds: `{model.thresholds_text()}`",
         *[f"- {line}" for line in scrape_target_lines(s.get("scrape_targets"))],
         "",
-        markdown_table(["config", "value"], _config_rows({"host (target)": s.get("host"), **model.config})),
+        markdown_table(
+            ["config", "value"],
+            _config_rows({"host (target)": s.get("host"), "model (served)": s.get("model"), **model.config}),
+        ),
         "",
         "No secret is recorded: only the API key's variable name (`api_key_env`) and whether it was set.",
         "",

@@ -50,6 +50,8 @@ class RunFacts:
 
     run_id: str | None = None
     host: str | None = None
+    #: The model the run sent to: --model, else the first of the target's /v1/models.
+    model: str | None = None
     started_at: float | None = None
     ended_at: float | None = None
     #: The run's options without secrets (RunConfig.public_dict()).

@@ -371,6 +371,7 @@ def build_summary(src: StepSources, facts: RunFacts, rows: list[dict[str, Any]])
         "tokenload_version": __version__,
         "run_id": facts.run_id,
         "host": facts.host,
+        "model": facts.model,
         "started_at": facts.started_at,
         "ended_at": facts.ended_at,
         "config": facts.config,
