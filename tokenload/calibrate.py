@@ -327,6 +327,11 @@ def main(argv: list[str] | None = None) -> int:
         else:
             how = f"fitted +-{100 * d['uncertainty']:.1f} %"
             how += "" if d["determined"] else " (not determined by these runs)"
+            # A value on its bound: the runs asked for more than physics allows, a sign of the
+            # model's form (or a run's noise), not a fit to trust as it stands.
+            span = p.high - p.low
+            if abs(value - p.high) <= 1e-3 * span or abs(value - p.low) <= 1e-3 * span:
+                how += f" (at its {'upper' if abs(value - p.high) <= 1e-3 * span else 'lower'} bound)"
         print(f"  {p.name:<24} {value:10.4g}  {how}  (base {d['base']:.4g}, bounds {p.low:g}-{p.high:g})")
     fixed_u = fit.uncertainty["decode_fixed_s"]
     spread = "" if fixed_u is None else f" +-{100 * fixed_u:.1f} %"

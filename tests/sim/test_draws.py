@@ -48,7 +48,7 @@ def test_capacity_and_replicas_over_the_draws_say_what_carries_every_draw() -> N
     from tokenload.report.draws import draws_lines
     from tokenload.sim.draws import capacity_spread
 
-    base = {"knee_step": {"none": 3}}
+    base = {"knee_step": {"none": 3}, "count": 3}
     every = capacity_spread(
         [(_cap(8, 2.0), {"replicas": 5}), (_cap(4, 1.0), {"replicas": 9}), (_cap(8, 2.2), {"replicas": 5})]
     )
@@ -66,4 +66,4 @@ def test_capacity_and_replicas_over_the_draws_say_what_carries_every_draw() -> N
     assert (
         draws_lines({**base, "capacity": none})[1] == "Capacity over the draws: none in any of the 2 draws."
     )
-    assert draws_lines(base) == ["Knee over the draws: none 3."]  # no SLO, no target: nothing judged
+    assert draws_lines(base) == ["Knee over the draws: none in 3 of 3 draws."]  # no SLO, no target: nothing judged

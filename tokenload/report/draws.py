@@ -42,7 +42,11 @@ def draws_table(spread: dict[str, Any], steps: list[dict[str, Any]]) -> tuple[li
 def draws_lines(spread: dict[str, Any]) -> list[str]:
     """The knee's count over the draws, and (when plan judged capacity) the capacity and the
     replicas over the draws, with the count that carries the target in every draw."""
-    knees = ", ".join(f"{'none' if k == 'none' else 'step ' + k} {v}" for k, v in spread["knee_step"].items())
+    n = spread["count"]
+    knees = "; ".join(
+        f"{'none' if k == 'none' else 'step ' + k} in {v} of {n} draws"
+        for k, v in spread["knee_step"].items()
+    )
     lines = [f"Knee over the draws: {knees}."]
     cap = spread.get("capacity")
     if cap is None:
