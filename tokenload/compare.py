@@ -57,7 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    # Intermixed: DIR_A and DIR_B may sit on either side of any option (`A --seed 1 B`).
+    args = parser.parse_intermixed_args(argv)
     if args.run_b is None:
         # --baseline-runs took every directory after it: the last ones are A (if missing) and B.
         missing = 1 if args.run_a else 2

@@ -203,16 +203,28 @@ def main(argv: list[str] | None = None) -> int:
     draws = args.draws if args.draws is not None else (5 if rates else 1)
     others = []
     for seed in range(args.seed + 1, args.seed + draws):
-        other = virtual_sweep(profile, config, replace(workload, seed=seed), schedule)
+        try:
+            other = virtual_sweep(profile, config, replace(workload, seed=seed), schedule)
+        except ValueError as exc:
+            _fail(f"--draws: seed {seed}: {exc}")
         others.append((seed, *judge_steps(other.steps, max_num_seqs=config.max_num_seqs), other.records))
     label = f"prediction: tokenload sim {args.sim_args or '--profile ' + DEFAULT_PROFILE} in simulated time"
     # The capacity, goodput and replicas exactly as `tokenload report` computes them.
     from tokenload.report.model import build_model
 
     def judged(
-        steps: list[dict[str, Any]], knee: dict[str, Any] | None, records: list[dict[str, Any]]
+        steps: list[dict[str, Any]],
+        knee: dict[str, Any] | None,
+        records: list[dict[str, Any]],
+        max_num_seqs: int = config.max_num_seqs,
     ) -> Any:
-        summary = {"steps": steps, "knee": knee, "prediction": {"label": label}}
+        # As the --out directory's summary.json says it (its report judges with the same cap).
+        summary = {
+            "steps": steps,
+            "knee": knee,
+            "prediction": {"label": label},
+            "server_max_num_seqs": max_num_seqs,
+        }
         return build_model(summary, records, [], slo=slo, target=target, headroom=headroom)
 
     capacity_model = None
@@ -227,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
             # Each draw's capacity and replicas as the --seed draw's: the single figure is one draw.
             models = [capacity_model, *(judged(o[1], o[2], o[3]) for o in others)]
             spread["capacity"] = capacity_spread([(_capacity_json(m), _replicas_json(m)) for m in models])
+            spread["capacity"]["judged_with"] = _report_args(args)
     what_if: list[dict[str, Any]] = []
     if variants:
         as_is = capacity_model or judged(steps, knee, sweep.records)
@@ -237,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as exc:
             _fail(f"--set {change.text}: {exc}")
         v_steps, v_knee = judge_steps(v_sweep.steps, max_num_seqs=v_config.max_num_seqs)
-        v_model = judged(v_steps, v_knee, v_sweep.records)
+        v_model = judged(v_steps, v_knee, v_sweep.records, v_config.max_num_seqs)
         what_if.append(_outcome(change.text, change.to_dict(), v_steps, v_knee, v_model))
     out: dict[str, Any] = {
         "prediction": {

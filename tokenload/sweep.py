@@ -165,8 +165,8 @@ def _check(args: argparse.Namespace) -> None:
         raise SweepError(f"--slo-max: expected a rate >= --slo-start, got {args.slo_max:g}")
     if args.knee_max < args.knee_start:
         raise SweepError(f"--knee-max: expected an integer >= --knee-start, got {args.knee_max}")
-    if args.host is None and not args.workload:
-        _check_fits_emulator(args)
+    if args.host is None and not args.workload and not args.trace and args.shape != "trace":
+        _check_fits_emulator(args)  # a workload file or a trace has its own lengths
     if args.workload:
         from tokenload.workload.errors import WorkloadError
         from tokenload.workload.spec import load_workload_file

@@ -348,3 +348,22 @@ def test_a_plans_report_reconstructs_the_sweep_it_predicts(tmp_path: Path) -> No
         "tokenload sweep --sim-args '--profile h100-llama3.1-8b' --shape rate --rate 1,2 --step-duration 10 "
         "--warmup 2 --prompt-tokens 512 --output-tokens 64"
     )
+
+
+def test_a_plans_capacity_without_an_slo_follows_its_own_verdicts(tmp_path: Path) -> None:
+    # Plan judges its capacity's steps with the engine's max_num_seqs, as its table and the --out
+    # directory's report do (a review found it judged them without; this scenario's verdicts
+    # happen not to depend on it). Without an SLO the capacity is the last step before the knee.
+    argv = ["--concurrency", "4,16,64,256", "--step-duration", "20", "--target-users", "500",
+            "--sim-args", "--max-num-seqs 32", "--json", "--out", str(tmp_path / "p")]  # fmt: skip
+    out = _plan(*argv)
+    assert out.returncode == 0, out.stderr
+    plan = json.loads(out.stdout)
+    assert plan["knee"]["bottleneck"] == "scheduler_limit"
+    assert plan["slo_capacity"]["step"] == plan["knee"]["step"] - 1
+    rep = subprocess.run(
+        [sys.executable, "-m", "tokenload", "report", str(tmp_path / "p"), "--target-users", "500"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert rep.returncode == 0, rep.stderr
+    assert f"= {plan['replicas']['replicas']}." in rep.stdout, rep.stdout

@@ -176,7 +176,7 @@ def test_run_to_run_noise_comes_from_repeated_runs() -> None:
     c = compare_runs(a, ra, b, rb)
     ttft = next(m for m in c.steps[0].changes if m.metric == "ttft_ms p50")
     assert ttft.change > 0.25 and ttft.regression and ttft.run_to_run is None
-    assert "Run-to-run noise: not measured" in render_markdown(c)
+    assert "Run-to-run noise is not measured" in render_markdown(c)
     # ... and not flagged once repeated baseline runs show the configuration moves that much.
     repeats = [make_run(s, 130, ttft=t, ttft_cv=0.25)[0] for s, t in ((3, 24.8), (4, 21.0), (5, 27.0))]
     c = compare_runs(a, ra, b, rb, baselines=repeats)
@@ -231,6 +231,15 @@ def test_runs_that_sent_other_requests_are_not_compared() -> None:
     assert set(compare_runs(a, ra, b, rb).config_diff) == {"model"}
     a["model"], b["model"] = "Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-7B-Instruct-AWQ"  # /v1/models'
     assert compare_runs(a, ra, b, rb).config_diff["model (served)"] == (a["model"], b["model"])
+    b["config"] = {"prompt_tokens": "fixed:128"}  # the same spec written out
+    assert compare_runs(a, ra, b, rb).steps
+    # A repeat of A that sent other requests (or to another model) is no measure of A's noise.
+    other = {**make_run(3, 50)[0], "config": {"prompt_tokens": "1024"}}
+    with pytest.raises(ValueError, match=r"A and baseline run 1 sent different requests \(prompt_tokens"):
+        compare_runs(a, ra, b, rb, baselines=[other])
+    other = {**make_run(3, 50)[0], "config": {"prompt_tokens": "128"}, "model": "another"}
+    with pytest.raises(ValueError, match=r"A and baseline run 1 sent different requests \(model \(served\)"):
+        compare_runs(a, ra, b, rb, baselines=[other])
 
 
 def test_rates_are_judged_against_the_baseline_runs_too() -> None:

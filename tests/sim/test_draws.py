@@ -54,16 +54,25 @@ def test_capacity_and_replicas_over_the_draws_say_what_carries_every_draw() -> N
     )
     assert every["load"] == (4, 8, 8) and every["replicas"] == (5, 5, 9) and every["no_capacity"] == 0
     lines = draws_lines({**base, "capacity": every})
-    assert lines[1] == "Capacity per replica over the draws: 4-8 users (1.00-2.20 req/s)."
+    assert (
+        lines[1]
+        == "Capacity per replica over the draws (plan's options): 4-8 users, serving 1.00-2.20 req/s."
+    )
     assert lines[2].startswith("Replicas over the draws: 5-9; 9 carry the target in every draw")
     # A draw with no passing step has no capacity, hence no replica count covers every draw.
     some = capacity_spread([(_cap(8, 2.0), {"replicas": 5}), (None, {"error": "no capacity"}), (None, None)])
     assert some["no_capacity"] == 2 and some["no_replicas"] == 2 and some["load"] == (8, 8, 8)
     lines = draws_lines({**base, "capacity": some})
-    assert lines[1] == "Capacity per replica over the draws: 8 users (2.00-2.00 req/s); in 2 of 3 draws none."
-    assert "in 2 of 3 draws no capacity to plan with: no replica count covers every draw" in lines[2]
+    assert (
+        lines[1]
+        == "Capacity per replica over the draws (plan's options): 8 users, serving 2.00 req/s; in 2 of 3 draws none."
+    )
+    assert "in 2 of 3 draws no capacity to plan with, so no replica count covers every draw" in lines[2]
     none = capacity_spread([(None, None), (None, None)])
     assert (
-        draws_lines({**base, "capacity": none})[1] == "Capacity over the draws: none in any of the 2 draws."
+        draws_lines({**base, "capacity": none})[1]
+        == "Capacity over the draws (plan's options): none in any of the 2 draws."
     )
-    assert draws_lines(base) == ["Knee over the draws: none in 3 of 3 draws."]  # no SLO, no target: nothing judged
+    assert draws_lines(base) == [
+        "Knee over the draws: none in 3 of 3 draws."
+    ]  # no SLO, no target: nothing judged

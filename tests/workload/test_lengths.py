@@ -268,6 +268,8 @@ def test_the_least_length_and_pairs_that_fit_the_context() -> None:
 
     assert parse_length_spec("300").least() == 300 and parse_length_spec("uniform:20-90").least() == 20
     assert parse_length_spec("lognormal:mean=40000,sigma=0.5").least() == 1  # unbounded below
+    assert parse_length_spec("normal:5000,0").least() == 5000  # no spread: every draw is 5000
+    assert parse_length_spec("lognormal:median=900,sigma=0").least() == 900
     # Drawn again until they fit, as the client does: the tail of a wide distribution is cut.
     dist, rng = parse_length_spec("lognormal:mean=1000,sigma=1.0"), random.Random(0)
     pairs = [fitting_lengths(lambda: (dist.sample(rng), 64), 2048) for _ in range(2000)]

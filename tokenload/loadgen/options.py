@@ -14,7 +14,15 @@ from typing import Any
 from tokenload.loadgen.option_table import add_options, run_defaults
 from tokenload.loadgen.option_types import gpu_peaks
 
-__all__ = ["RunConfig", "add_arguments", "config_differences", "run_config"]
+__all__ = [
+    "INCIDENTAL_CONFIG",
+    "WORKLOAD_CONFIG",
+    "RunConfig",
+    "add_arguments",
+    "config_differences",
+    "run_config",
+    "workload_differences",
+]
 
 
 def add_arguments(parser: Any) -> None:
@@ -142,5 +150,32 @@ def config_differences(a: dict[str, Any], b: dict[str, Any]) -> dict[str, tuple[
     for key in sorted((set(a) | set(b)) - incidental):
         va, vb = a.get(key, defaults.get(key)), b.get(key, defaults.get(key))
         if va != vb:
+            out[key] = (va, vb)
+    return out
+
+
+def workload_differences(
+    a: dict[str, Any], b: dict[str, Any], prompts_per_step: bool = False
+) -> dict[str, tuple[Any, Any]]:
+    """Of two runs' ``config``, the differences in what requests were sent (:data:`WORKLOAD_CONFIG`),
+    length specs compared as parsed (``128`` is ``fixed:128``); ``prompts_per_step``: a context
+    sweep, whose steps carry their own prompt length. Empty for a prediction (no config)."""
+    if not a or not b:
+        return {}
+    from tokenload.workload.errors import WorkloadError
+    from tokenload.workload.lengths import parse_length_spec
+
+    def norm(key: str, value: Any) -> Any:
+        if key in ("prompt_tokens", "output_tokens") and value is not None:
+            try:
+                return parse_length_spec(value, key).spec
+            except (WorkloadError, ValueError):
+                return value
+        return value
+
+    out = {}
+    for key, (va, vb) in config_differences(a, b).items():
+        per_step = key == "prompt_tokens" and prompts_per_step
+        if key in WORKLOAD_CONFIG and not per_step and norm(key, va) != norm(key, vb):
             out[key] = (va, vb)
     return out

@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from tokenload.loadgen.options import WORKLOAD_CONFIG, config_differences
+from tokenload.loadgen.options import config_differences, workload_differences
 from tokenload.report.noise import (
     BOOTSTRAP_ROUNDS,
     CONFIDENCE,
@@ -333,15 +333,19 @@ def compare_runs(
         diff["model (served)"] = (summary_a["model"], summary_b["model"])
     # A context sweep's steps carry their own prompt length, which matching already compares.
     per_step = all(s.get("prompt_tokens") for s in summary_a.get("steps") or [])
-    workload = {
-        k: v for k, v in diff.items() if k in WORKLOAD_CONFIG and not (k == "prompt_tokens" and per_step)
-    }
-    if workload:
-        changed = "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in workload.items())
-        raise ValueError(
-            f"A and B sent different requests ({changed}): a change would be the workload's, not the "
-            "server's; compare two runs of one workload"
-        )
+    for k, other in [
+        ("B", summary_b),
+        *((f"baseline run {i + 1}", r) for i, r in enumerate(baselines or [])),
+    ]:
+        changed = workload_differences(cfg_a, other.get("config") or {}, per_step)
+        if k != "B" and summary_a.get("model") and other.get("model") not in (None, summary_a["model"]):
+            changed["model (served)"] = (summary_a["model"], other["model"])  # not a repeat of A
+        if changed:
+            what = "; ".join(f"{key}: {a!r} -> {b!r}" for key, (a, b) in changed.items())
+            raise ValueError(
+                f"A and {k} sent different requests ({what}): a change would be the workload's, not "
+                "the server's; compare runs of one workload"
+            )
     rng = np.random.default_rng(seed)
     mixed_token_counts = tokens_by_arrival(summary_a) != tokens_by_arrival(summary_b)
     by_key_b = {k: s for s in summary_b.get("steps") or [] if (k := step_key(s)) is not None}

@@ -52,30 +52,35 @@ def draws_lines(spread: dict[str, Any]) -> list[str]:
     if cap is None:
         return lines
     n = cap["count"]
+    # Judged when plan ran, by its own options (prediction.report_args), not this report's.
+    judged = " ".join(cap.get("judged_with") or []) or "plan's options"
     if cap["load"] is None:
-        lines.append(f"Capacity over the draws: none in any of the {n} draws.")
+        lines.append(f"Capacity over the draws ({judged}): none in any of the {n} draws.")
         return lines
-    unit = str(cap["load_unit"] or "").split()[0] or "load"
-    lo, _, hi = cap["load"]
-    span = f"{lo:g}" if lo == hi else f"{lo:g}-{hi:g}"
+    unit = cap["load_unit"] or "(load)"
     missing = f"; in {cap['no_capacity']} of {n} draws none" if cap["no_capacity"] else ""
     lines.append(
-        f"Capacity per replica over the draws: {span} {unit} "
-        f"({range_text(cap['requests_per_s'], 2)} req/s){missing}."
+        f"Capacity per replica over the draws ({judged}): {_span(cap['load'])} {unit}, serving "
+        f"{_span(cap['requests_per_s'], 2)} req/s{missing}."
     )
     reps = cap.get("replicas")
     if reps is not None:
-        lo, _, hi = reps
         if cap["no_replicas"]:
             lines.append(
-                f"Replicas over the draws: {lo:g}-{hi:g} where one could be planned; in "
-                f"{cap['no_replicas']} of {n} draws no capacity to plan with: no replica count "
+                f"Replicas over the draws: {_span(reps)} where one could be planned; in "
+                f"{cap['no_replicas']} of {n} draws no capacity to plan with, so no replica count "
                 "covers every draw at these loads."
             )
         else:
-            span = f"{hi:g}" if lo == hi else f"{lo:g}-{hi:g}"
             lines.append(
-                f"Replicas over the draws: {span}; {hi:g} carry the target in every draw "
+                f"Replicas over the draws: {_span(reps)}; {reps[2]:g} carry the target in every draw "
                 "(the figures given without a range are the --seed draw's)."
             )
     return lines
+
+
+def _span(spread: tuple[float, float, float] | list[float], digits: int | None = None) -> str:
+    """``least-most``, or one value when they are equal."""
+    lo, _, hi = spread
+    text = (lambda v: f"{v:.{digits}f}") if digits is not None else (lambda v: f"{v:g}")
+    return text(lo) if text(lo) == text(hi) else f"{text(lo)}-{text(hi)}"

@@ -231,11 +231,11 @@ def run_to_run_sentence(runs: int) -> str:
         )
     if runs == 2:
         return (
-            "Run-to-run noise: not judged: 2 runs of A's configuration are too few for an interval "
-            f"(it would be +- 55 times their difference); give {RUN_TO_RUN_MIN_RUNS - 1} or more "
-            "--baseline-runs. "
+            "Run-to-run noise is not judged: 2 runs of A's configuration are too few for an interval "
+            f"(at 99 % it would be +- 55 times their difference); give {RUN_TO_RUN_MIN_RUNS - 1} or "
+            "more --baseline-runs. "
         )
     return (
-        "Run-to-run noise: not measured (give repeated runs of A's configuration: --baseline-runs "
+        "Run-to-run noise is not measured (give repeated runs of A's configuration: --baseline-runs "
         f"DIR, {RUN_TO_RUN_MIN_RUNS - 1} or more). "
     )

@@ -126,6 +126,9 @@ class Normal(Distribution):
     def draw(self, rng: random.Random) -> float:
         return rng.gauss(self.mu, self.sigma)
 
+    def least(self) -> int:
+        return max(1, round(self.mu)) if self.sigma == 0 else 1
+
     def mean(self) -> float:
         if self.sigma == 0:
             return float(round(self.mu))
@@ -142,6 +145,9 @@ class LogNormal(Distribution):
 
     def draw(self, rng: random.Random) -> float:
         return math.exp(rng.gauss(self.mu, self.sigma))
+
+    def least(self) -> int:
+        return max(1, round(math.exp(self.mu))) if self.sigma == 0 else 1
 
     def mean(self) -> float:
         mu, s = self.mu, self.sigma
@@ -178,7 +184,13 @@ class Empirical(Distribution):
         return total / self.cum_weights[-1]
 
     def least(self) -> int:
-        return max(1, min(round(v) for v in self.values))
+        # Values with weight that sample() keeps (a value rounding below 1 is drawn again).
+        prev, kept = 0.0, []
+        for v, c in zip(self.values, self.cum_weights, strict=True):
+            if c > prev and round(v) >= 1:
+                kept.append(round(v))
+            prev = c
+        return min(kept, default=1)
 
 
 def _discrete_mean(cdf: Callable[[float], float], top: int, normalise: bool = True) -> float:
