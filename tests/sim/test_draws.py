@@ -63,9 +63,9 @@ def test_capacity_and_replicas_over_the_draws_say_what_carries_every_draw() -> N
     some = capacity_spread([(_cap(8, 2.0), {"replicas": 5}), (None, {"error": "no capacity"}), (None, None)])
     assert some["no_capacity"] == 2 and some["no_replicas"] == 2 and some["load"] == (8, 8, 8)
     lines = draws_lines({**base, "capacity": some})
-    assert (
-        lines[1]
-        == "Capacity per replica over the draws (plan's options): 8 users, serving 2.00 req/s; in 2 of 3 draws none."
+    assert lines[1] == (
+        "Capacity per replica over the draws (plan's options): 8 users, serving 2.00 req/s; "
+        "in 2 of 3 draws none."
     )
     assert "in 2 of 3 draws no capacity to plan with, so no replica count covers every draw" in lines[2]
     none = capacity_spread([(None, None), (None, None)])
