@@ -112,7 +112,8 @@ def test_each_stop_writes_the_results_and_the_page_offers_them(chromium: str, tm
             master = subprocess.Popen(
                 [str(BIN / "locust"), *common, "--master", "--master-bind-host", "127.0.0.1",
                  "--master-bind-port", str(master_port), "--web-host", "127.0.0.1", "--web-port", str(web),
-                 "--host", sim.url, "--run-dir", str(run_dir), "--stop-timeout", "5",
+                 # Relative, as a user types it (Flask resolved one against its own root: 404s).
+                 "--host", sim.url, "--run-dir", os.path.relpath(run_dir, ROOT), "--stop-timeout", "5",
                  "--metrics-interval", "0.5"],
                 cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env,
             )  # fmt: skip

@@ -134,6 +134,7 @@ def make_blueprint(
         run_dir = ctx.run_dir
         if run_dir is None or not (run_dir / name).is_file():
             abort(404, f"{name}: not written yet (the results are written when a test stops)")
-        return send_from_directory(run_dir, name, as_attachment=True, max_age=0)
+        # Absolute: Flask resolves a relative directory against its own root, not the working one.
+        return send_from_directory(run_dir.resolve(), name, as_attachment=True, max_age=0)
 
     return bp
