@@ -148,6 +148,23 @@ def test_a_step_with_a_lost_worker_is_not_judged_as_saturation() -> None:
     assert find_knee(steps, verdicts) is None  # the lost worker's dip is no knee
 
 
+def test_a_step_that_measured_nothing_is_not_judged() -> None:
+    # Walkthrough: a trace step that sent nothing read "not saturated: still scaling - 0.0 output
+    # tokens/s".
+    empty = step(64, 0.0)
+    empty["requests"] = {"ok": 0, "failed": 0, "by_failure_class": {}}
+    empty["server"]["requests_running"] = {"mean": 0.0, "max": 0.0}
+    steps = [step(16, 400), empty, step(128, 3000)]
+    verdicts = diagnose_steps(steps)
+    assert verdicts[1]["bottleneck"] == "unknown" and not verdicts[1]["saturated"]
+    assert verdicts[1]["decided_by"] == "requests measured" and verdicts[1]["evidence"][0]["value"] == 0
+    assert verdicts[2]["bottleneck"] == "none"  # compared with the step below the empty one
+    assert find_knee(steps, verdicts) is None
+    # A server busy with requests that outlive the step is judged by its own signals.
+    empty["server"]["requests_running"] = {"mean": 4.0, "max": 4.0}
+    assert diagnose_steps(steps)[1]["decided_by"] != "requests measured"
+
+
 def test_running_that_grows_with_the_load_is_no_scheduler_cap() -> None:
     # Issue #15: running grew 29 -> 90 with the load, some waiting: not pinned at max_num_seqs.
     steps = [step(32, 400, run=29, run_max=31), step(100, 430, run=90, run_max=97, wait=2.0)]

@@ -55,7 +55,7 @@ from tokenload.analysis.headroom import (
     step_model,
 )
 from tokenload.analysis.knee import by_load, find_knee
-from tokenload.analysis.run_rules import rule_client, rule_errors, rule_worker_lost
+from tokenload.analysis.run_rules import rule_client, rule_errors, rule_nothing_measured, rule_worker_lost
 from tokenload.analysis.signals import FIRST_STEP_SIGNAL, NOISE_SIGNAL, StepSignals, signals
 from tokenload.analysis.signals import value_at as _g
 from tokenload.analysis.thresholds import Thresholds
@@ -381,11 +381,16 @@ def _rule_held_before_engine(
 RULES: tuple[tuple[str, Rule], ...] = (
     ("server queue grew past a lagging client", _rule_queue_grew),
     ("worker_lost flag", rule_worker_lost),
+    ("nothing measured", rule_nothing_measured),
     ("failed share", rule_errors),
     ("client_bound flag", rule_client),
     ("requests held before the engine", _rule_held_before_engine),
     ("saturation and the resource that binds", _rule_saturated),
 )
+
+
+#: Rules whose step is not judged: not saturated, and no one's step below.
+_NOT_JUDGED = ("worker_lost flag", "nothing measured")
 
 
 def _first_rule(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> tuple[str, str, list[dict]]:
@@ -428,7 +433,7 @@ def diagnose_steps(
             rule_name, name, evidence = _first_rule(sig, step, th)
             verdict: dict[str, Any] = {
                 "bottleneck": name,
-                "saturated": name not in ("none", "client") and rule_name != "worker_lost flag",
+                "saturated": name not in ("none", "client") and rule_name not in _NOT_JUDGED,
                 "decided_by": evidence[0]["metric"] if evidence else rule_name,
                 "evidence": evidence,
                 "advice": ADVICE[name],
@@ -443,7 +448,7 @@ def diagnose_steps(
                         f"< {th.min_completed}: lengthen --step-duration; throughput not judged")
                 )  # fmt: skip
             out[i] = verdict
-            if name not in ("client",) and rule_name != "worker_lost flag":
+            if name not in ("client",) and rule_name not in _NOT_JUDGED:
                 prev = step
                 base = base or step
     return out

@@ -9,7 +9,14 @@ from typing import Any
 from tokenload.analysis.signals import StepSignals
 from tokenload.analysis.thresholds import Thresholds
 
-__all__ = ["CLIENT_CAUSED_FAILURES", "failures", "rule_client", "rule_errors", "rule_worker_lost"]
+__all__ = [
+    "CLIENT_CAUSED_FAILURES",
+    "failures",
+    "rule_client",
+    "rule_errors",
+    "rule_nothing_measured",
+    "rule_worker_lost",
+]
 
 
 def _ev(metric: str, value: Any, rule: str) -> dict[str, Any]:
@@ -41,6 +48,32 @@ def rule_worker_lost(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> 
         return None
     return "unknown", [
         _ev("flag", "worker_lost", "a worker died during the step: its load was short; not judged")
+    ]
+
+
+def rule_nothing_measured(
+    sig: StepSignals, step: dict[str, Any], th: Thresholds
+) -> tuple[str, list[dict]] | None:
+    """A step none of whose measured requests ended (none started in its measured part, or none
+    finished before the step was decided) while the server shows no work in it (nothing running,
+    no prompt or output tokens on /metrics, or no /metrics): nothing measured says anything of the server. A
+    server busy with requests that outlive the step (a cache that thrashes, long prefills) is
+    judged by its own signals."""
+    reqs = step.get("requests")
+    if reqs is None or (reqs.get("ok") or 0) + (reqs.get("failed") or 0) > 0:
+        return None
+    srv = step.get("server") or {}
+    if (srv.get("requests_running") or {}).get("mean") or any(
+        (srv.get(k) or {}).get("rate_per_s") for k in ("generation_tokens", "prompt_tokens")
+    ):
+        return None
+    return "unknown", [
+        _ev(
+            "requests measured",
+            0,
+            "no request of the step's measured part ended and the server shows no work in it: "
+            "nothing to judge",
+        )
     ]
 
 
