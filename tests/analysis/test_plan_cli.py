@@ -345,7 +345,7 @@ def test_a_plans_report_reconstructs_the_sweep_it_predicts(tmp_path: Path) -> No
 
     summary = json.loads((tmp_path / "p" / "summary.json").read_text())
     assert reconstructed_command(summary) == (
-        "tokenload sweep --sim-args '--profile h100-llama3.1-8b' --shape rate --rate 1,2 --step-duration 10 "
+        "tokenload sweep '--sim-args=--profile h100-llama3.1-8b' --shape rate --rate 1,2 --step-duration 10 "
         "--warmup 2 --prompt-tokens 512 --output-tokens 64"
     )
 

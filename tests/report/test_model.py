@@ -180,7 +180,7 @@ def test_a_reconstructed_command_reruns_the_shape_and_the_emulator() -> None:
     rate["search"] = {"shape": "rate", "arrival": "poisson"}
     rate["config"]["target_emulator"] = "tokenload sim --profile h100-llama3.1-8b --max-num-seqs 8"
     assert reconstructed_command(rate) == (
-        "tokenload sweep --sim-args '--profile h100-llama3.1-8b --max-num-seqs 8' --shape rate --rate 2,4.5 "
+        "tokenload sweep '--sim-args=--profile h100-llama3.1-8b --max-num-seqs 8' --shape rate --rate 2,4.5 "
         "--step-duration 10 --warmup 2 --prompt-tokens 128 --output-tokens 64"
     )
     rate["config"]["target_emulator"] = "tokenload sim"  # the default profile: no --sim-args
@@ -198,6 +198,17 @@ def test_a_reconstructed_command_reruns_the_shape_and_the_emulator() -> None:
     cmd = reconstructed_command(context)
     assert "--shape context --prompt-lengths 121,511,2041 --concurrency 1 " in cmd, cmd
     assert "--prompt-tokens" not in cmd  # each step's own length, above
+    # Walkthrough: "--sim-args --enable-prefix-caching" (a lone value starting with '-' is an option
+    # to argparse: the sweep refused its own command), and a workload file's run named the length
+    # options' defaults instead of the file.
+    rate["host"] = ""
+    rate["config"]["target_emulator"] = "tokenload sim --enable-prefix-caching"
+    rate["config"]["workload_file"] = "wl/prefix.yaml"
+    cmd = reconstructed_command(rate)
+    assert cmd.startswith("tokenload sweep --sim-args=--enable-prefix-caching --shape rate "), cmd
+    assert (
+        "--workload wl/prefix.yaml" in cmd and "--prompt-tokens" not in cmd and "--output-tokens" not in cmd
+    )
     knee = summary([step(0, 4, 100, 30), step(1, 16, 190, 35), step(2, 8, 150, 32)])
     knee["search"] = {"shape": "knee"}
     assert "--shape knee" in reconstructed_command(knee) and "--concurrency" not in reconstructed_command(

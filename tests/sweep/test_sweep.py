@@ -160,7 +160,7 @@ def test_staircase_against_the_emulator(tmp_path: Path, workers: int) -> None:
     # The report's command reruns the emulator by its arguments, not the port it happened to have.
     assert config["target_emulator"] == "tokenload sim --profile h100-llama3.1-8b"
     assert (
-        "`tokenload sweep --sim-args '--profile h100-llama3.1-8b' --concurrency 1,8 --step-duration 4"
+        "`tokenload sweep '--sim-args=--profile h100-llama3.1-8b' --concurrency 1,8 --step-duration 4"
         in (run_dir / "report.md").read_text()
     )
     steps = summary["steps"]

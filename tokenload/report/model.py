@@ -76,7 +76,8 @@ def reconstructed_command(summary: dict[str, Any]) -> str:
     emulator = str(redact(cfg.get("target_emulator") or ""))
     if emulator and (not host or _is_loopback(host)):  # the emulator sweep started, on loopback
         sim_args = emulator.removeprefix("tokenload sim").strip()
-        words += ["--sim-args", sim_args] if sim_args else []
+        # One word: argparse takes a lone value that starts with '-' for an option.
+        words += [f"--sim-args={sim_args}"] if sim_args else []
     elif host:
         words += ["--host", host]
 
@@ -120,9 +121,13 @@ def reconstructed_command(summary: dict[str, Any]) -> str:
     endpoints = cfg.get("endpoints") or []
     if endpoints == ["/v1/chat/completions"]:  # the sweep's default is completions
         words += ["--endpoint", "chat"]
+    add("--workload", cfg.get("workload_file"))  # its lengths, not the length options' defaults
     for key, flag in (("prompt_tokens", "--prompt-tokens"), ("output_tokens", "--output-tokens"),
                       ("model", "--model")):  # fmt: skip
-        if not (shape == "context_sweep" and key == "prompt_tokens"):  # each step's own, above
+        lengths = key != "model" and (
+            (shape == "context_sweep" and key == "prompt_tokens") or cfg.get("workload_file")
+        )
+        if not lengths:  # a context sweep's prompts are each step's own, above
             add(flag, cfg.get(key))
     return shlex.join(words)
 
