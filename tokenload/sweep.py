@@ -335,10 +335,22 @@ def print_findings(summary: dict[str, Any]) -> None:
     else:
         print("\n" + no_knee_sentence(summary))
     if search.get("shape") == "knee":
-        print(
-            f"knee search: {search['outcome']}; between {search['last_unsaturated_concurrency']} and "
-            f"{search['first_saturated_concurrency']} users ({len(search['probes'])} steps)"
+        lo, hi = search.get("last_unsaturated_concurrency"), search.get("first_saturated_concurrency")
+        where = (
+            f"between {lo} and {hi} users"
+            if lo is not None and hi is not None
+            else f"saturated from {hi} users"
+            if hi is not None
+            else f"not saturated up to {lo} users"
         )
+        # The search steers by each step's verdict as it ends; the summary judges the complete
+        # steps again (every request of the step, the steps beside it), and may differ.
+        again = (
+            "; judged again on the complete steps, no step is saturated (the table above)"
+            if hi is not None and not knee
+            else ""
+        )
+        print(f"knee search: {search['outcome']}, {where} ({len(search['probes'])} steps){again}")
     if search.get("shape") == "slo":
         cap, hi = search.get("slo_capacity_rps"), (search.get("bracket") or [None, None])[1]
         top = f"; the lowest rate above it that did not: {hi:g} req/s" if hi is not None else ""

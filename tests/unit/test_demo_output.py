@@ -108,3 +108,22 @@ def test_a_context_sweeps_console_lines_and_table_name_the_prompt_length(
     assert [line.split()[:3] for line in lines[1:]] == [["0", "1", "128"], ["1", "1", "512"]]
     print_steps({"steps": [step(0, None)]})  # a staircase: no prompt column
     assert "prompt" not in capsys.readouterr().out
+
+
+def test_a_knee_search_says_its_bracket_and_when_the_summary_judges_otherwise(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Walkthrough: "knee search: not_saturated; between 64 and None users", and "found; between 3
+    # and 4 users" above a summary that judged every step unsaturated, unexplained.
+    steps = [{"index": 0, "concurrency": 64, "verdict": {"bottleneck": "none"}}]
+    search = {"shape": "knee", "outcome": "not_saturated", "probes": [1, 2],
+              "last_unsaturated_concurrency": 64, "first_saturated_concurrency": None}  # fmt: skip
+    print_findings({"steps": steps, "knee": None, "search": search})
+    assert "knee search: not_saturated, not saturated up to 64 users (2 steps)" in capsys.readouterr().out
+    search.update(outcome="found", last_unsaturated_concurrency=3, first_saturated_concurrency=4)
+    print_findings({"steps": steps, "knee": None, "search": search})
+    out = capsys.readouterr().out
+    assert (
+        "knee search: found, between 3 and 4 users (2 steps); judged again on the complete steps, no step"
+        in out
+    )

@@ -86,7 +86,7 @@ def _verdicts(model: ReportModel) -> str:
 
 def _config_value(v: Any) -> str:
     """A config value as text: '-' for none (not recorded, or not given)."""
-    return "-" if v is None else v if isinstance(v, str) else json.dumps(v)
+    return "-" if v is None or v == "" else v if isinstance(v, str) else json.dumps(v)
 
 
 def render_html(model: ReportModel) -> str:

@@ -97,7 +97,7 @@ def capacity_lines(model: ReportModel) -> list[str]:
 def _config_rows(config: dict[str, Any]) -> list[list[str]]:
     rows = []
     for k, v in redact(config).items():
-        if v is None:  # not recorded, or not given (gpu_peaks): nothing to quote
+        if v is None or v == "":  # not recorded, or not given (gpu_peaks, --model): nothing to quote
             rows.append([k, "-"])
             continue
         text = v if isinstance(v, str) else json.dumps(v, separators=(", ", ": "))
