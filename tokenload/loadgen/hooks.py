@@ -145,16 +145,19 @@ def _record_model(environment: Environment, ctx: RunContext) -> None:
     from tokenload.client.http_stream import StreamTarget
 
     target = StreamTarget(str(environment.host), api_key=ctx.config.api_key, pool_size=1)
+    why = ""
     try:
         status, body = target.get("/v1/models", timeout_s=5.0)
-        if status == 200 and ctx.model is None:
+        if status != 200:
+            why = f"HTTP {status}"  # 401: the key is the workers' (a k8s master has none)
+        elif ctx.model is None:
             ctx.model = str(json.loads(body)["data"][0]["id"])
-    except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
-        log.info(
-            "tokenload: /v1/models did not say the model (%s): summary.json has none", type(exc).__name__
-        )
+    except Exception as exc:  # a lookup for the record never ends the run, whatever it meets
+        why = type(exc).__name__
     finally:
         target.close()
+    if why:
+        log.info("tokenload: /v1/models did not say the model (%s): summary.json records none", why)
 
 
 #: Full (oldest-generation) collections at most once per this many young ones, and young ones

@@ -145,7 +145,8 @@ def render_markdown(model: ReportModel) -> str:
         "that ended in it; KV use, waiting and preemptions from the server's /metrics."
     )
     out.append("")
-    out += ["## Verdicts", "", *[f"- {line}" for line in map(decided_line, model.steps)], ""]
+    verdicts = [f"- {line}" for line in map(decided_line, model.steps)] or ["No steps in this run."]
+    out += ["## Verdicts", "", *verdicts, ""]
     warnings = flag_warnings(model.steps)
     if warnings:
         out += ["**Load not as asked:**", ""] + [f"- {w}" for w in warnings] + [""]
