@@ -34,7 +34,7 @@ from tokenload.client.openai_stream import MalformedChunk, StreamState
 from tokenload.client.sse import SSEDecodeError, SSEDecoder
 from tokenload.metrics.failures import classify_http_status
 
-__all__ = ["StreamOutcome", "StreamTarget", "Timeouts"]
+__all__ = ["StreamOutcome", "StreamTarget", "Timeouts", "served_model"]
 
 _RECV_BYTES = 65536
 #: Two reads' stamps this close are one packet's: each read turns the kernel's wall-clock stamp
@@ -382,6 +382,18 @@ class StreamTarget:
             out.detail = f"stream ended without [DONE] after {state.chunk_tokens} tokens"
         elif not state.content_times:
             out.failure_class, out.detail = "empty_output", f"finish_reason={state.finish_reason}"
+
+
+def served_model(target: StreamTarget, timeout_s: float | None = None) -> tuple[str | None, str]:
+    """The first model id the target's ``/v1/models`` lists, or None and why not: the answer's
+    status ("HTTP 401") or the error's name. A lookup never raises."""
+    try:
+        status, body = target.get("/v1/models", timeout_s=timeout_s)
+        if status != 200:
+            return None, f"HTTP {status}"
+        return str(json.loads(body)["data"][0]["id"]), ""
+    except Exception as exc:  # a refused socket, a body of another shape: either way, no model
+        return None, type(exc).__name__
 
 
 def _first_event_size(sock: socket.socket) -> tuple[int, int]:

@@ -140,22 +140,15 @@ def _record_model(environment: Environment, ctx: RunContext) -> None:
     if ctx.config.model:
         ctx.model = ctx.config.model
         return
-    import json
-
-    from tokenload.client.http_stream import StreamTarget
+    from tokenload.client.http_stream import StreamTarget, served_model
 
     target = StreamTarget(str(environment.host), api_key=ctx.config.api_key, pool_size=1)
-    why = ""
     try:
-        status, body = target.get("/v1/models", timeout_s=5.0)
-        if status != 200:
-            why = f"HTTP {status}"  # 401: the key is the workers' (a k8s master has none)
-        elif ctx.model is None:
-            ctx.model = str(json.loads(body)["data"][0]["id"])
-    except Exception as exc:  # a lookup for the record never ends the run, whatever it meets
-        why = type(exc).__name__
+        model, why = served_model(target, timeout_s=5.0)  # HTTP 401: the key is the workers' (k8s)
     finally:
         target.close()
+    if ctx.model is None:
+        ctx.model = model
     if why:
         log.info("tokenload: /v1/models did not say the model (%s): summary.json records none", why)
 

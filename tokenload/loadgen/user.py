@@ -12,7 +12,6 @@ from locust import User, constant, task
 from locust.exception import StopUser
 from locust.user.task import LOCUST_STATE_RUNNING, LOCUST_STATE_STOPPING, LOCUST_STATE_WAITING
 
-import json
 import logging
 import time
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
@@ -20,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 import gevent
 from gevent import GreenletExit
 
-from tokenload.client.http_stream import StreamTarget, Timeouts
+from tokenload.client.http_stream import StreamTarget, Timeouts, served_model
 from tokenload.client.openai_stream import StreamState, build_request_body
 from tokenload.loadgen import hooks, plugin, workload
 from tokenload.loadgen.pacing import OPEN_LOOP_OPTION, Slot
@@ -103,14 +102,10 @@ class LLMUser(User):
         if self.ctx.model is None and self.cfg.model:
             self.ctx.model = self.cfg.model
         if self.ctx.model is None:
-            try:
-                status, body = self.target.get("/v1/models")
-                if status == 200:
-                    self.ctx.model = json.loads(body)["data"][0]["id"]
-                else:
-                    self._warn_once(f"tokenload: GET /v1/models answered {status}; pass --model")
-            except (OSError, ValueError, KeyError, IndexError) as exc:
-                self._warn_once(f"tokenload: model discovery failed ({type(exc).__name__}); pass --model")
+            model, why = served_model(self.target)
+            if model is None:
+                self._warn_once(f"tokenload: model discovery failed ({why}); pass --model")
+            self.ctx.model = model
         return self.ctx.model
 
     def _warn_once(self, text: str) -> None:

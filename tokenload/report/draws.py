@@ -60,27 +60,20 @@ def draws_lines(spread: dict[str, Any]) -> list[str]:
     unit = cap["load_unit"] or "(load)"
     missing = f"; in {cap['no_capacity']} of {n} draws none" if cap["no_capacity"] else ""
     lines.append(
-        f"Capacity per replica over the draws ({judged}): {_span(cap['load'])} {unit}, serving "
-        f"{_span(cap['requests_per_s'], 2)} req/s{missing}."
+        f"Capacity per replica over the draws ({judged}): {range_text(cap['load'], None)} {unit}, serving "
+        f"{range_text(cap['requests_per_s'], 2)} req/s{missing}."
     )
     reps = cap.get("replicas")
     if reps is not None:
         if cap["no_replicas"]:
             lines.append(
-                f"Replicas over the draws: {_span(reps)} where one could be planned; in "
+                f"Replicas over the draws: {range_text(reps, None)} where one could be planned; in "
                 f"{cap['no_replicas']} of {n} draws no capacity to plan with, so no replica count "
                 "covers every draw at these loads."
             )
         else:
             lines.append(
-                f"Replicas over the draws: {_span(reps)}; {reps[2]:g} carry the target in every draw "
-                "(the figures given without a range are the --seed draw's)."
+                f"Replicas over the draws: {range_text(reps, None)}; {reps[2]:g} carry the target in "
+                "every draw (the figures given without a range are the --seed draw's)."
             )
     return lines
-
-
-def _span(spread: tuple[float, float, float] | list[float], digits: int | None = None) -> str:
-    """``least-most``, or one value when they are equal."""
-    lo, _, hi = spread
-    text = (lambda v: f"{v:.{digits}f}") if digits is not None else (lambda v: f"{v:g}")
-    return text(lo) if text(lo) == text(hi) else f"{text(lo)}-{text(hi)}"

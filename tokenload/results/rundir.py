@@ -7,12 +7,12 @@ import secrets
 import time
 from pathlib import Path
 
-__all__ = ["DEFAULT_REPORTS_DIR", "RUN_FILES", "check_new_run_dir", "make_run_dir", "new_run_id"]
+__all__ = ["DEFAULT_REPORTS_DIR", "RUN_MARKERS", "check_new_run_dir", "make_run_dir", "new_run_id"]
 
 DEFAULT_REPORTS_DIR = "reports"
 
 #: A run directory's own files: a directory holding one of them holds a run.
-RUN_FILES = ("summary.json", "requests.jsonl", "server_metrics.jsonl")
+RUN_MARKERS = ("summary.json", "requests.jsonl", "server_metrics.jsonl")
 
 
 def new_run_id(now: float | None = None) -> str:
@@ -38,6 +38,6 @@ def check_new_run_dir(path: str | os.PathLike[str], flag: str) -> None:
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise ValueError(f"{flag}: {p} is a file, expected a directory for the run")
-    held = [name for name in RUN_FILES if (p / name).exists()]
+    held = [name for name in RUN_MARKERS if (p / name).exists()]
     if held:
         raise ValueError(f"{flag}: {p} already holds a run ({held[0]}); give a new directory")

@@ -86,9 +86,11 @@ def capacity_spread(
     }
 
 
-def range_text(spread: Spread, digits: int = 1) -> str:
-    """``least-most`` for a table cell, ``-`` when no draw had the figure."""
+def range_text(spread: Spread | list[float], digits: int | None = 1) -> str:
+    """``least-most`` (``digits`` decimals, or ``:g`` when None); one value when both ends read
+    the same; ``-`` when no draw had the figure."""
     if spread is None:
         return "-"
     lo, _, hi = spread
-    return f"{lo:.{digits}f}-{hi:.{digits}f}"
+    text = (lambda v: f"{v:.{digits}f}") if digits is not None else (lambda v: f"{v:g}")
+    return text(lo) if text(lo) == text(hi) else f"{text(lo)}-{text(hi)}"

@@ -11,9 +11,20 @@ from typing import Any, NoReturn
 from pydantic import ValidationError
 
 from tokenload.cli_args import OneLineParser
+from tokenload.sim.engine_config import EngineConfig
 from tokenload.sim.profile import DEFAULT_PROFILE
 
 __all__ = ["build_parser", "engine_setup", "main"]
+
+
+def _engine_help(field: str) -> str:
+    """A flag's help from ``EngineConfig``'s own description and default (written once there)."""
+    info = EngineConfig.model_fields[field]
+    text = (info.description or "").rstrip(".")
+    text = text[:1].lower() + text[1:]
+    if info.default is not None:
+        text += f" (default {info.default})"
+    return text
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,15 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="v1",
         help="v1: chunked prefill (default); v0: prefill-first",
     )
-    g.add_argument(
-        "--max-num-seqs", type=int, default=None, help="most requests running at once (default 256)"
-    )
+    g.add_argument("--max-num-seqs", type=int, default=None, help=_engine_help("max_num_seqs"))
     g.add_argument(
         "--max-num-batched-tokens",
         type=int,
         default=None,
-        help="most tokens an engine step takes (default 2048 with chunked prefill, else max(max_model_len, "
-        "2048))",
+        help=_engine_help("max_num_batched_tokens"),
     )
     g.add_argument(
         "--num-gpu-blocks", type=int, default=None, help="KV cache size in blocks (overrides the profile)"
@@ -68,12 +76,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="context: prompt + output tokens (default: the profile's model)",
     )
-    g.add_argument("--block-size", type=int, default=None, help="tokens per KV-cache block (default 16)")
+    g.add_argument("--block-size", type=int, default=None, help=_engine_help("block_size"))
     g.add_argument(
         "--gpu-memory-utilization",
         type=float,
         default=None,
-        help="share of GPU memory for weights and KV cache (default 0.9)",
+        help=_engine_help("gpu_memory_utilization"),
     )
     g.add_argument(
         "--enable-prefix-caching", action="store_true", default=None, help="reuse cached prompt prefixes"
