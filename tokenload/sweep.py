@@ -32,6 +32,7 @@ from tokenload.loadgen.steps import (
     rate_staircase,
     staircase,
 )
+from tokenload.report.search_text import search_lines
 from tokenload.report.tables import no_knee_sentence
 from tokenload.results.rundir import check_new_run_dir, make_run_dir
 from tokenload.serving.process import ServerProcess
@@ -323,7 +324,7 @@ def print_steps(summary: dict[str, Any]) -> None:
 
 
 def print_findings(summary: dict[str, Any]) -> None:
-    knee, search = summary.get("knee"), summary.get("search") or {}
+    knee = summary.get("knee")
     if knee:
         if knee.get("target_rate_rps") is not None:
             at = f"{knee['target_rate_rps']:g} req/s"
@@ -334,30 +335,8 @@ def print_findings(summary: dict[str, Any]) -> None:
         print(f"\nsaturated at step {knee['step']} ({at}): {knee['bottleneck']}; last unsaturated: {below}")
     else:
         print("\n" + no_knee_sentence(summary))
-    if search.get("shape") == "knee":
-        lo, hi = search.get("last_unsaturated_concurrency"), search.get("first_saturated_concurrency")
-        where = (
-            f"between {lo} and {hi} users"
-            if lo is not None and hi is not None
-            else f"saturated from {hi} users"
-            if hi is not None
-            else f"not saturated up to {lo} users"
-        )
-        # The search steers by each step's verdict as it ends; the summary judges the complete
-        # steps again (every request of the step, the steps beside it), and may differ.
-        again = (
-            "; judged again on the complete steps, no step is saturated (the table above)"
-            if hi is not None and not knee
-            else ""
-        )
-        print(f"knee search: {search['outcome']}, {where} ({len(search['probes'])} steps){again}")
-    if search.get("shape") == "slo":
-        cap, hi = search.get("slo_capacity_rps"), (search.get("bracket") or [None, None])[1]
-        top = f"; the lowest rate above it that did not: {hi:g} req/s" if hi is not None else ""
-        found = f"{cap:g} req/s meets the SLO{top}" if cap is not None else "no probed rate met the SLO"
-        print(f"slo search: {search['outcome']}; {found} ({len(search['probes'])} probes)")
-    if search.get("stop_reason"):
-        print(f"stopped early: {search['stop_reason']}")
+    for line in search_lines(summary):
+        print(line)
 
 
 def main(argv: list[str] | None = None) -> int:

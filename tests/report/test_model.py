@@ -236,3 +236,41 @@ def test_a_reconstructed_command_is_one_a_shell_runs() -> None:
     words = shlex.split(reconstructed_command(odd))
     assert words[words.index("--host") + 1] == "http://h:1/x?a=1&b=2"
     assert words[words.index("--model") + 1] == "my model"
+
+
+def test_the_reports_say_what_the_search_found_and_why_the_run_stopped() -> None:
+    # Walkthrough: the stop reason (--stop-slo, --knee-max, --time-budget) and the knee search's
+    # bracket were printed on the console only; report.md and report.html never said them.
+    s = summary([step(0, 1, 100, 30), step(1, 4, 390, 35)])
+    s["search"] = {
+        "shape": "knee", "outcome": "not_saturated", "probes": [{}, {}],
+        "last_unsaturated_concurrency": 4, "first_saturated_concurrency": None,
+        "stop_reason": "not saturated up to --knee-max 4 users",
+    }  # fmt: skip
+    model = build_model(s, [], [])
+    md, html = render_markdown(model), render_html(model)
+    for text in (md, html):
+        assert "knee search: not_saturated, not saturated up to 4 users (2 steps)" in text
+        assert "stopped early: not saturated up to --knee-max 4 users" in text
+    plain = build_model(summary([step(0, 1, 100, 30)]), [], [])
+    assert "stopped early" not in render_markdown(plain) and "knee search" not in render_html(plain)
+
+
+def test_a_knee_search_names_the_drifting_steps_it_steered_by() -> None:
+    # Walkthrough: the knee search decided from a 64-user probe flagged drifting, and said nothing.
+    from tokenload.report.search_text import search_lines
+
+    probes = [{"concurrency": 32, "flags": []}, {"concurrency": 64, "flags": ["drifting"]}]
+    search = {"shape": "knee", "outcome": "found", "last_unsaturated_concurrency": 32,
+              "first_saturated_concurrency": 64, "probes": probes}  # fmt: skip
+    lines = search_lines({"search": search, "knee": {"step": 1}})
+    assert lines[0] == "knee search: found, between 32 and 64 users (2 steps)"
+    assert "(64 users; flagged drifting)" in lines[1]
+    search.update(outcome="undecided", last_unsaturated_concurrency=None, first_saturated_concurrency=None)
+    search.update(
+        probes=[{"concurrency": 8, "flags": []}], stop_reason="the step at 8 users could not be judged"
+    )
+    assert search_lines({"search": search}) == [
+        "knee search: undecided, no bracket (1 step)",
+        "stopped early: the step at 8 users could not be judged",
+    ]

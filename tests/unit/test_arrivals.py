@@ -90,3 +90,11 @@ def test_rate_lists() -> None:
 def _take(it, n):
     for _ in range(n):
         yield next(it)
+
+
+def test_a_warmup_fraction_is_the_seconds_a_person_would_write() -> None:
+    # Walkthrough: /tokenload/api/series showed warmup_s 1.2000000000000002 for --warmup 0.2 of 6 s.
+    from tokenload.loadgen.steps import staircase
+
+    assert [s.warmup_s for s in staircase([1, 2], 6.0, 0.2)] == [1.2, 1.2]
+    assert staircase([1], 6.0, 1.5)[0].warmup_s == 1.5

@@ -70,3 +70,24 @@ def test_a_client_bound_step_stops_the_search() -> None:
     assert step is not None and step.concurrency == 1
     assert shape.next_step(1, [{"concurrency": 1, "verdict": {"bottleneck": "client"}}]) is None
     assert shape.outcome == "client_bound" and "add workers" in (shape.stop_reason or "")
+
+
+def test_a_step_that_could_not_be_judged_stops_the_search_and_says_why() -> None:
+    # It was taken as saturated (any verdict but "none" set the upper bound), so a lost worker
+    # or a step that measured nothing bracketed the knee.
+    shape = Knee()
+    shape.runner = SimpleNamespace(environment=SimpleNamespace(parsed_options=SimpleNamespace()))
+    assert shape.next_step(0, []) is not None
+    rule = "a worker died during the step: its load was short; not judged"
+    verdict = {"bottleneck": "unknown", "saturated": False, "evidence": [{"metric": "flag", "rule": rule}]}
+    assert shape.next_step(1, [{"concurrency": 1, "flags": ["worker_lost"], "verdict": verdict}]) is None
+    assert (shape.outcome, shape.hi, shape.lo) == ("undecided", None, None)
+    assert shape.stop_reason == f"the step at 1 user could not be judged ({rule})"
+    assert shape.result()["probes"][0]["flags"] == ["worker_lost"]
+    # Saturated without a resource named is still saturated: it bounds the bracket.
+    shape = Knee()
+    shape.runner = SimpleNamespace(environment=SimpleNamespace(parsed_options=SimpleNamespace()))
+    shape.next_step(0, [])
+    shape.next_step(1, [{"concurrency": 1, "verdict": {"bottleneck": "none"}}])
+    shape.next_step(2, [{"concurrency": 4, "verdict": {"bottleneck": "unknown", "saturated": True}}])
+    assert (shape.lo, shape.hi) == (1, 4)

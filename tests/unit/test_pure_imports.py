@@ -37,6 +37,7 @@ PURE = [
     "tokenload.report.markdown",
     "tokenload.report.model",
     "tokenload.report.noise",
+    "tokenload.report.search_text",
     "tokenload.report.svg",
     "tokenload.report.tables",
     "tokenload.results.run_inputs",

@@ -238,8 +238,7 @@ class StepShape(LoadTestShape):
         if nxt is None:
             self.stop_reason = self.stop_reason or reason
             if reason:
-                log.warning("tokenload: stopping: %s", reason)
-                print(f"stopping: {reason}", flush=True)
+                log.warning("tokenload: stopping: %s", reason)  # once: the log reaches the console
             self.finished = True
             self._record_result()
             return self._drain()
@@ -272,7 +271,8 @@ class StepShape(LoadTestShape):
             self._slo_breaches = 0 if check.meets else self._slo_breaches + 1
             n = int(_opt(self, "stop_slo_steps"))
             if self._slo_breaches >= n:
-                return f"--stop-slo: {n} steps in a row broke it ({'; '.join(check.failed_items)})"
+                broke = f"{n} steps in a row broke it" if n > 1 else "the step broke it"
+                return f"--stop-slo: {broke} ({'; '.join(check.failed_items)})"
         return None
 
     def _record_result(self) -> None:
@@ -421,8 +421,18 @@ class KneeShape(StepShape):
                 # What the decision saw: summary.json's step reports the same once it is complete.
                 "requests_ok": (last.get("requests") or {}).get("ok"),
                 "unfinished_at_decision": last.get("unfinished_at_decision", 0),
+                "flags": list(last.get("flags") or []),
             }
         )
+        if name == "unknown" and not verdict.get("saturated"):
+            # Neither side of the bracket: the step could not be judged, so the search cannot go on.
+            missing = next((e.get("rule") for e in verdict.get("evidence") or [] if e.get("rule")), None)
+            self.outcome = "undecided"
+            users = f"{conc} user{'s' * (conc != 1)}"
+            self.stop_reason = f"the step at {users} could not be judged" + (
+                f" ({missing})" if missing else ""
+            )
+            return None
         if name == "client":
             self.outcome = "client_bound"
             self.stop_reason = (

@@ -138,7 +138,8 @@ def staircase(concurrencies: list[int], duration_s: float, warmup: float = 0.2) 
         raise StepSpecError(f"--step-duration: expected a positive number of seconds, got {duration_s:g}")
     if warmup < 0:
         raise StepSpecError(f"--warmup: expected a fraction (< 1) or seconds (>= 1), got {warmup:g}")
-    warmup_s = warmup * duration_s if warmup < 1 else warmup
+    # Rounded to the nanosecond: 0.2 x 6 s is 1.2 s, not 1.2000000000000002.
+    warmup_s = round(warmup * duration_s, 9) if warmup < 1 else warmup
     if warmup_s >= duration_s:
         raise StepSpecError(f"--warmup: {warmup_s:g} s leaves nothing of a {duration_s:g} s step to measure")
     return [Step(i, c, duration_s, warmup_s) for i, c in enumerate(concurrencies)]

@@ -17,6 +17,7 @@ from tokenload.report.draws import draws_heading, draws_lines, draws_table
 from tokenload.report.markdown import SEARCH_NOTE, capacity_lines, slo_rows
 from tokenload.report.model import ReportModel, reconstructed_command
 from tokenload.report.redact import redact
+from tokenload.report.search_text import search_lines
 from tokenload.report.svg import render_chart
 from tokenload.report.tables import (
     COLUMNS,
@@ -108,7 +109,8 @@ def render_html(model: ReportModel) -> str:
         "<h2>Verdict per step</h2>",
         _verdicts(model),
         f'<div class="knee"><p><strong>{escape(model.knee_sentence())}</strong></p>'
-        f"<p>Advice ({escape(knee['bottleneck'] if knee else 'none')}):</p><ul>{advice}</ul></div>",
+        + "".join(f"<p>{escape(line)}</p>" for line in search_lines(s))
+        + f"<p>Advice ({escape(knee['bottleneck'] if knee else 'none')}):</p><ul>{advice}</ul></div>",
     ]
     if model.slo is not None or model.plan is not None or model.plan_error:
         parts.append('<h2 id="slo">SLO and capacity</h2>')

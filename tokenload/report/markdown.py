@@ -9,6 +9,7 @@ from typing import Any
 from tokenload.report.draws import draws_heading, draws_lines, draws_table
 from tokenload.report.model import ReportModel, reconstructed_command
 from tokenload.report.redact import redact
+from tokenload.report.search_text import search_lines
 from tokenload.report.tables import (
     COLUMNS,
     INTERVAL_NOTE,
@@ -122,6 +123,8 @@ def render_markdown(model: ReportModel) -> str:
     if (line := prediction_sentence(s)) is not None:
         out += [f"**{line}**", ""]
     out += [f"**{model.knee_sentence()}**", ""]
+    if searched := search_lines(s):
+        out += [f"- {line}" for line in searched] + [""]
     knee = model.knee
     if knee:
         step = model.steps[knee["step"]]
