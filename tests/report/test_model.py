@@ -274,3 +274,23 @@ def test_a_knee_search_names_the_drifting_steps_it_steered_by() -> None:
         "knee search: undecided, no bracket (1 step)",
         "stopped early: the step at 8 users could not be judged",
     ]
+
+
+def test_a_reconstructed_command_gives_the_shape_options_the_run_recorded() -> None:
+    # Walkthrough: a knee run's command dropped --knee-max and --time-budget, and its step
+    # duration was read back from steps that were half-length probes; a trace run lost its file.
+    knee = summary([step(0, 4, 100, 30), step(1, 16, 190, 35)])
+    knee["search"] = {
+        "shape": "knee",
+        "argv": ["--step-duration", "20.0", "--knee-max", "64", "--time-budget", "300.0", "--drain"],
+    }
+    words = shlex.split(reconstructed_command(knee))
+    assert words[words.index("--step-duration") + 1] == "20.0" and words.count("--step-duration") == 1
+    assert words[words.index("--knee-max") + 1] == "64" and words[words.index("--time-budget") + 1] == "300.0"
+    assert "--drain" in words and "--warmup" not in words  # the default warmup: not recorded
+    staircase = summary([step(0, 1, 100, 30), step(1, 2, 190, 35)])
+    staircase["search"] = {"shape": "StaircaseShape", "argv": ["--concurrency", "1,2,4", "--stop-slo",
+                                                               "ttft_p95_ms=900"]}  # fmt: skip
+    words = shlex.split(reconstructed_command(staircase))
+    # Asked for 1,2,4; the stop rule ended it after 2: a rerun asks for the same.
+    assert words[words.index("--concurrency") + 1] == "1,2,4" and "--stop-slo" in words

@@ -38,6 +38,10 @@ def test_knee_search_brackets_the_saturation_point(tmp_path: Path) -> None:
     assert all(abs(st["end"] - st["start"] - 8) < 1 for st in s["steps"][first_bad + 1 :])
     assert by_conc[hi]["verdict"]["saturated"] and not by_conc[lo]["verdict"]["saturated"]
     assert "knee search: found" in out.stdout
+    # What the report's equivalent command reruns: the search's options as given.
+    argv = search["argv"]
+    assert argv[argv.index("--knee-factor") + 1] == "2.0" and argv[argv.index("--step-duration") + 1] == "8.0"
+    assert "knee search: found" in (run_dir / "report.md").read_text()
 
 
 def test_an_slo_broken_twice_in_a_row_stops_a_staircase(tmp_path: Path) -> None:
@@ -51,7 +55,10 @@ def test_an_slo_broken_twice_in_a_row_stops_a_staircase(tmp_path: Path) -> None:
     s = _summary(run_dir)
     assert [st["concurrency"] for st in s["steps"]] == [1, 2]
     assert "--stop-slo: 2 steps in a row" in s["search"]["stop_reason"]
-    assert "stopped early: --stop-slo" in out.stdout
+    assert "stopped early: --stop-slo" in out.stdout and out.stdout.count("stopping: ") <= 1
+    assert "stopped early: --stop-slo: 2 steps in a row" in (run_dir / "report.md").read_text()
+    command = next(x for x in (run_dir / "report.md").read_text().splitlines() if "equivalent command" in x)
+    assert "--stop-slo ttft_p50_ms=1" in command and "--rate" not in command, command
 
 
 def test_the_time_budget_starts_no_step_that_would_overrun_it(tmp_path: Path) -> None:

@@ -556,17 +556,24 @@ def add_options(parser: Any, scope: Scope, env_vars: bool) -> None:
             group.add_argument(o.flag, **kwargs)
 
 
-def forwarded_argv(values: Mapping[str, Any] | argparse.Namespace) -> list[str]:
+def forwarded_argv(
+    values: Mapping[str, Any] | argparse.Namespace,
+    groups: Iterable[str] | None = None,
+    sweep_defaults: bool = False,
+) -> list[str]:
     """The run options among ``values`` (a sweep's parsed arguments) as the Locust command line
-    takes them: each one whose value is not the plugin's own default (switches as bare flags,
-    repeatable options once per value)."""
-    given = vars(values) if isinstance(values, argparse.Namespace) else dict(values)
+    takes them: each one whose value is not the plugin's own default (``sweep_defaults``: the
+    sweep's, for a ``tokenload sweep`` line), switches as bare flags, repeatable options once per
+    value; only those of ``groups`` when given."""
+    given = dict(values) if isinstance(values, Mapping) else vars(values)
+    wanted = None if groups is None else set(groups)
     out: list[str] = []
     for o in _selected("run"):
-        if not o.in_sweep or o.dest not in given:
+        if not o.in_sweep or o.dest not in given or (wanted is not None and o.group not in wanted):
             continue
         value = given[o.dest]
-        if value is None or value == o.default:
+        default = o.sweep_default if sweep_defaults and o.sweep_default is not _SAME else o.default
+        if value is None or value == default:
             continue
         if o.kind == "switch":
             out += [o.flag] if value else []

@@ -36,7 +36,7 @@ import time
 from typing import Any
 
 from tokenload.loadgen import plugin
-from tokenload.loadgen.option_table import option_value
+from tokenload.loadgen.option_table import forwarded_argv, option_value
 from tokenload.loadgen.pacing import OPEN_LOOP_OPTION
 from tokenload.loadgen.steps import (
     SHRINK_MAX_S,
@@ -70,6 +70,10 @@ class _DeliberateRamp(logging.Filter):
 
 
 _RAMP_FILTER = _DeliberateRamp()
+
+
+#: The option groups (loadgen.option_table) a shape's summary.json ``search.argv`` records.
+SHAPE_OPTION_GROUPS = ("steps", "knee", "trace", "slo", "stop")
 
 
 def _opt(shape: LoadTestShape, name: str) -> Any:
@@ -279,6 +283,12 @@ class StepShape(LoadTestShape):
         result = self.result()
         if self.stop_reason:
             result["stop_reason"] = self.stop_reason
+        opts = self.runner.environment.parsed_options
+        # The steps', search's, trace's and stop rules' options as given (those not at the
+        # sweep's default): the report's equivalent command, a tokenload sweep line, gives them.
+        result["argv"] = (
+            forwarded_argv(opts, SHAPE_OPTION_GROUPS, sweep_defaults=True) if opts is not None else []
+        )
         self.ctx.plan.search = result
 
     def result(self) -> dict[str, Any]:

@@ -57,8 +57,8 @@ def reconstructed_command(summary: dict[str, Any]) -> str:
     """A ``tokenload sweep`` line equivalent to the run, from what summary.json records: the
     target (the built-in emulator by its arguments, not the port it had), the shape and its loads
     as the steps ran them, quoted for a POSIX shell. The step timing is read back from the steps,
-    so it is approximate; a knee search records none of its own options, so it gets the
-    sweep's defaults."""
+    so it is approximate; the shape's own options (a knee search's bounds, a trace file, stop
+    rules) come from ``search.argv``."""
     steps = summary.get("steps") or []
     cfg = dict(summary.get("config") or {})
     search = summary.get("search") or {}
@@ -108,15 +108,16 @@ def reconstructed_command(summary: dict[str, Any]) -> str:
         )
     if shape in ("rate", "slo") and search.get("arrival") not in (None, "poisson"):
         add("--arrival", search["arrival"])
+    argv = [str(w) for w in search.get("argv") or []]
     held = [s["end"] - s["start"] for s in steps if isinstance(s.get("end"), int | float) and s.get("start")]
     warm = [
         s["measure_start"] - s["start"]
         for s in steps
         if isinstance(s.get("measure_start"), int | float) and s.get("start")
     ]
-    if held:
+    if held and "argv" not in search:  # a run before search.argv (or a plan): read back
         words += ["--step-duration", f"{sum(held) / len(held):.0f}"]
-    if warm:
+    if warm and "argv" not in search:
         words += ["--warmup", f"{sum(warm) / len(warm):.0f}"]
     endpoints = cfg.get("endpoints") or []
     if endpoints == ["/v1/chat/completions"]:  # the sweep's default is completions
@@ -129,6 +130,16 @@ def reconstructed_command(summary: dict[str, Any]) -> str:
         )
         if not lengths:  # a context sweep's prompts are each step's own, above
             add(flag, cfg.get(key))
+    # The steps' and the shape's options as the run gave them (summary.json's search.argv: step
+    # timing, a knee search's bounds, a trace file, stop rules), over what the steps read back.
+    for i, word in enumerate(argv):
+        if not word.startswith("--"):
+            continue
+        value = argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("--") else None
+        if word not in words:
+            words += [word] if value is None else [word, value]
+        elif value is not None:
+            words[words.index(word) + 1] = value
     return shlex.join(words)
 
 
