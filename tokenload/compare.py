@@ -1,7 +1,8 @@
 """``tokenload compare DIR_A DIR_B``: two runs step by step (matched by load): the change of each
 latency percentile and rate, whether it is beyond run-to-run noise, and the verdict change.
 
-Prints markdown; ``--out FILE`` also writes it (JSON when FILE ends in .json). Exit status 1
+Prints markdown (``--json``: the same as one JSON object); ``--out FILE`` also writes it (JSON
+when FILE ends in .json). Exit status 1
 when B regressed (latency up or throughput down by more than ``--tolerance`` and beyond noise;
 the rule is in tokenload/report/compare_math.py), 0 otherwise, 2 on bad input and when no step
 of A matches a step of B by load (a staircase against rate steps): nothing compared is no pass.
@@ -48,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="further runs of DIR_A's configuration: how far they spread is the run-to-run noise to exceed",
     )
     p.add_argument("--out", default=None, help="write the comparison here (.json: JSON; else markdown)")
+    p.add_argument("--json", action="store_true", help="print the comparison as one JSON object")
     p.add_argument("--seed", type=int, default=0, help="the bootstrap's random seed (default 0)")
     p.add_argument(
         "--confidence", type=float, default=CONFIDENCE, help="noise interval coverage (default 0.99)"
@@ -68,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.run_a is None:
             *args.baseline_runs, args.run_a = args.baseline_runs
         args.run_b = last
+        # Said, not silent: `A --baseline-runs C D` may mean D as a repeat with B missing.
+        print(f"{PROG}: DIR_A {args.run_a}, DIR_B {last} (the last directory given)", file=sys.stderr)
     try:
         if not 0 < args.confidence < 1:
             raise ValueError(f"--confidence: expected a share between 0 and 1, got {args.confidence:g}")
@@ -89,15 +93,16 @@ def main(argv: list[str] | None = None) -> int:
     # Run ids are often a directory's last part ("run"); the paths say which is which.
     comparison.run_a, comparison.run_b = str(a.path), str(b.path)
     text = render_markdown(comparison)
+    as_json = json.dumps(comparison.to_dict(), indent=2)
     if args.out:  # before the verdict is printed: a comparison that could not be kept says only that
         out = Path(args.out)
-        body = json.dumps(comparison.to_dict(), indent=2) + "\n" if out.suffix == ".json" else text
+        body = as_json + "\n" if out.suffix == ".json" else text
         try:
             out.write_text(body, encoding="utf-8")
         except OSError as exc:
             print(f"{PROG}: --out: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
             return 2
-    print(text)
+    print(as_json if args.json else text)
     if not comparison.steps:
         print(f"{PROG}: no step of A matches a step of B by load: nothing was compared", file=sys.stderr)
         return 2

@@ -292,6 +292,9 @@ def test_compare_flags_a_planted_slowdown(base_a: Path, slow_run: Path, tmp_path
     assert all(abs(float(change)) > 60 for _, change in left), generous.stdout
     assert "tpot_ms p50" not in {name for name, _ in left}, generous.stdout
     assert (generous.returncode == 1) == bool(left), generous.stdout
+    # --json prints what --out x.json writes (walkthrough: compare had no --json).
+    as_json = tokenload("compare", str(base_a), str(slow_run), "--json")
+    assert as_json.returncode == 1 and json.loads(as_json.stdout)["regressions"], as_json.stderr
 
 
 @pytest.mark.parametrize(
