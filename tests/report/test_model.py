@@ -294,3 +294,18 @@ def test_a_reconstructed_command_gives_the_shape_options_the_run_recorded() -> N
     words = shlex.split(reconstructed_command(staircase))
     # Asked for 1,2,4; the stop rule ended it after 2: a rerun asks for the same.
     assert words[words.index("--concurrency") + 1] == "1,2,4" and "--stop-slo" in words
+
+
+def test_a_trace_replays_sent_rate_is_over_its_sends_not_the_steps_measured_part() -> None:
+    from tokenload.report.tables import trace_lines
+
+    dist = {"mean": 100.0, "p50": 100.0, "p90": 100.0, "p99": 100.0}
+    trace = {"source": "t.jsonl", "format": "jsonl", "rows": 11, "duration_s": 10.0,
+             "mean_rate_rps": 1.0, "input_tokens": dist, "output_tokens": dist}  # fmt: skip
+    # Eleven rows sent on time, one a second; the step's measured part ran 20 s (to drain).
+    sent = [{"wall_start": 1000.0 + i, "send_lag_ms": 2.0, "status": "ok"} for i in range(11)]
+    steps = [{"index": 0, "achieved_rate_rps": 11 / 20}]
+    first = trace_lines(trace, steps, sent)[0]
+    assert "mean rate 1.00 req/s offered, 1.00 req/s sent (first send to last)" in first, first
+    assert not any("Only" in line for line in trace_lines(trace, steps, sent))
+    assert any("Only 5 of the 11 rows" in line for line in trace_lines(trace, steps, sent[:5]))

@@ -122,9 +122,7 @@ def render_html(model: ReportModel) -> str:
         parts.append('<h2 id="trace">Trace replay</h2>')
         parts.append(
             "<ul>"
-            + "".join(
-                f"<li>{escape(x)}</li>" for x in trace_lines(s["trace"], model.steps, len(model.requests))
-            )
+            + "".join(f"<li>{escape(x)}</li>" for x in trace_lines(s["trace"], model.steps, model.requests))
             + "</ul>"
         )
         header, rows = trace_arrivals_table(s["trace"], model.requests)

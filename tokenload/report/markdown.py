@@ -172,7 +172,7 @@ def render_markdown(model: ReportModel) -> str:
     if s.get("trace"):
         out += (
             ["## Trace replay", ""]
-            + [f"- {line}" for line in trace_lines(s["trace"], model.steps, len(model.requests))]
+            + [f"- {line}" for line in trace_lines(s["trace"], model.steps, model.requests)]
             + [""]
         )
         header, rows = trace_arrivals_table(s["trace"], model.requests)

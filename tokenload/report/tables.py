@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tokenload.results.prediction import prediction_label, prediction_profile
+from tokenload.workload.trace import mean_rate
 
 __all__ = [
     "BOTTLENECK_WORDS",
@@ -396,16 +397,26 @@ def scrape_target_lines(targets: dict[str, Any] | None) -> list[str]:
     return lines
 
 
-def trace_lines(trace: dict[str, Any], steps: list[dict[str, Any]], sent: int | None = None) -> list[str]:
-    """A trace replay in sentences: the trace's own statistics next to what was sent (``sent``:
-    the requests the replay made) and what the server saw."""
-    achieved = steps[0].get("achieved_rate_rps") if len(steps) == 1 else None
+def trace_lines(
+    trace: dict[str, Any], steps: list[dict[str, Any]], requests: list[dict[str, Any]] | None = None
+) -> list[str]:
+    """A trace replay in sentences: the trace's own statistics next to what was sent (the
+    replay's request records) and what the server saw."""
+    sends = sorted(
+        r["wall_start"] + (r.get("send_lag_ms") or 0.0) / 1000.0
+        for r in requests or []
+        if r.get("wall_start") is not None and r.get("status") != "cancelled"
+    )
+    sent = len(sends) if requests is not None else None
+    # Sent as the trace's rate is offered: gaps per second from the first send to the last (a
+    # step's achieved_rate_rps divides by its measured part, which runs on past the trace's end).
+    achieved = mean_rate(len(sends), sends[-1] - sends[0]) if len(steps) == 1 and len(sends) > 1 else None
     left = trace.get("skipped_rows")
     lines = [
         f"Trace {trace['source']} ({trace['format']}): {trace['rows']} rows over {trace['duration_s']:.1f} s"
         + (f", {left} left out (failed in the trace, or outside --trace-window)" if left else "")
         + f"; mean rate {fmt(trace.get('mean_rate_rps'), 2)} req/s offered"
-        + (f", {fmt(achieved, 2)} req/s sent" if achieved is not None else "")
+        + (f", {fmt(achieved, 2)} req/s sent (first send to last)" if achieved is not None else "")
         + ".",
         f"Input tokens {_dist(trace['input_tokens'])}; output tokens {_dist(trace['output_tokens'])}.",
     ]
