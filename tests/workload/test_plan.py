@@ -61,7 +61,7 @@ def test_lengths_that_never_fit_fail_up_front_and_rare_ones_are_redrawn() -> Non
         max_model_len=110,
     )
     assert all(planner.next().input_tokens <= 100 for _ in range(30))
-    assert planner.redrawn_too_long > 0
+    assert planner.redrawn_lengths > 0
 
 
 def test_dataset_requests_skip_too_long_prompts() -> None:
@@ -90,6 +90,12 @@ def test_shared_prefix_requests() -> None:
     assert planner.requested_hit_rate == pytest.approx(0.25)
     with pytest.raises(WorkloadError, match="ConversationUser"):
         RequestPlanner(spec(kind="conversation"), chat=True).next()
+    # A prompt length that a draw can put at or below the prefix is drawn again, as one too long
+    # for the context is (it failed the run at the first such draw).
+    wide = spec(kind="shared_prefix", input_tokens="uniform:50-150", prefix={"groups": 2, "tokens": 100})
+    planner = RequestPlanner(wide, chat=False, count_tokens=emulator)
+    assert all(101 <= emulator(planner.next().prompt) <= 150 for _ in range(50))
+    assert planner.redrawn_lengths > 0
 
 
 def test_conversations() -> None:

@@ -74,7 +74,9 @@ workload:
 
 
 def test_a_file_that_is_only_the_workload(tmp_path: Path) -> None:
-    spec = load_workload_file(write(tmp_path, "kind: shared_prefix\nprefix: {groups: 4, tokens: 256}\n"))
+    # (Prompts longer than the 256-token prefix: the default fixed:128 is refused, below.)
+    text = "kind: shared_prefix\ninput_tokens: 512\nprefix: {groups: 4, tokens: 256}\n"
+    spec = load_workload_file(write(tmp_path, text))
     assert spec.prefix_spec.groups == 4 and spec.prefix_spec.tokens == 256
 
 
@@ -144,6 +146,12 @@ def test_round_trip(tmp_path: Path) -> None:
         (
             "workload:\n  kind: shared_prefix\n  prefix: {groups: 0}\n",
             "{f}: workload.prefix.groups: expected a number >= 1, got 0",
+        ),
+        (
+            # Walkthrough: caught only once the run had started, as an ERROR log line.
+            "workload:\n  kind: shared_prefix\n  input_tokens: uniform:64-512\n  prefix: {tokens: 512}\n",
+            "{f}: workload.input_tokens: every prompt starts with the shared prefix (prefix.tokens 512) and "
+            "needs a part of its own, but the longest uniform:64-512 can draw is 512 tokens",
         ),
         (
             "workload:\n  kind: shared_prefix\n  prefix: 5\n",

@@ -149,6 +149,9 @@ class _Prompts:
         n, out, _ = fitting_lengths(
             lambda: (self.prompt_len.sample(rng), self.output_len.sample(rng)), max_model_len
         )
+        # A prompt no longer than the prefix keeps part of it; the client draws such a length
+        # again (workload.plan, min_input). Kept so as not to move the verdict grid's sweeps
+        # (SWEEP_VERSION 4); the two differ only for prompt lengths that reach below the prefix.
         prefix = (
             self.prefixes[rng.randrange(len(self.prefixes))][: max(0, n - 1)] if self.prefix_tokens else []
         )

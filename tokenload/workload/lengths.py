@@ -78,6 +78,10 @@ class Distribution(ABC):
         """The smallest length :meth:`sample` can give (1 for an unbounded distribution)."""
         return 1
 
+    def most(self) -> int | None:
+        """The largest length :meth:`sample` can give (None for an unbounded distribution)."""
+        return None
+
 
 @dataclass(frozen=True)
 class Fixed(Distribution):
@@ -92,6 +96,9 @@ class Fixed(Distribution):
 
     def least(self) -> int:
         return max(1, round(self.value))
+
+    def most(self) -> int:
+        return self.least()
 
 
 @dataclass(frozen=True)
@@ -114,6 +121,9 @@ class Uniform(Distribution):
     def least(self) -> int:
         return max(1, int(self.low))
 
+    def most(self) -> int:
+        return max(1, int(self.high))
+
 
 @dataclass(frozen=True)
 class Normal(Distribution):
@@ -128,6 +138,9 @@ class Normal(Distribution):
 
     def least(self) -> int:
         return max(1, round(self.mu)) if self.sigma == 0 else 1
+
+    def most(self) -> int | None:
+        return self.least() if self.sigma == 0 else None
 
     def mean(self) -> float:
         if self.sigma == 0:
@@ -148,6 +161,9 @@ class LogNormal(Distribution):
 
     def least(self) -> int:
         return max(1, round(math.exp(self.mu))) if self.sigma == 0 else 1
+
+    def most(self) -> int | None:
+        return self.least() if self.sigma == 0 else None
 
     def mean(self) -> float:
         mu, s = self.mu, self.sigma
@@ -183,14 +199,20 @@ class Empirical(Distribution):
             prev = c
         return total / self.cum_weights[-1]
 
-    def least(self) -> int:
+    def _kept(self) -> list[int]:
         # Values with weight that sample() keeps (a value rounding below 1 is drawn again).
         prev, kept = 0.0, []
         for v, c in zip(self.values, self.cum_weights, strict=True):
             if c > prev and round(v) >= 1:
                 kept.append(round(v))
             prev = c
-        return min(kept, default=1)
+        return kept
+
+    def least(self) -> int:
+        return min(self._kept(), default=1)
+
+    def most(self) -> int:
+        return max(self._kept(), default=1)
 
 
 def _discrete_mean(cdf: Callable[[float], float], top: int, normalise: bool = True) -> float:
@@ -208,18 +230,23 @@ def _discrete_mean(cdf: Callable[[float], float], top: int, normalise: bool = Tr
 MAX_FIT_REDRAWS = 100
 
 
-def fitting_lengths(draw: Callable[[], tuple[int, int]], max_model_len: int | None) -> tuple[int, int, int]:
+def fitting_lengths(
+    draw: Callable[[], tuple[int, int]], max_model_len: int | None, min_input: int = 1
+) -> tuple[int, int, int]:
     """An (input, output) pair from ``draw`` that fits ``max_model_len`` (input + output <= it, as
-    vLLM admits a request), and how many were drawn again before it: the workload's distribution
-    truncated to what the server takes, as a real server's 400 would otherwise cut it. WorkloadError
-    after :data:`MAX_FIT_REDRAWS` in a row (lengths the model cannot take)."""
+    vLLM admits a request) with an input of at least ``min_input`` tokens (longer than a shared
+    prefix every prompt starts with), and how many were drawn again before it: the workload's
+    distribution truncated to what the server takes, as a real server's 400 would otherwise cut it.
+    WorkloadError after :data:`MAX_FIT_REDRAWS` in a row (lengths the model or prefix cannot take)."""
     for redrawn in range(MAX_FIT_REDRAWS):
         n_in, n_out = draw()
-        if max_model_len is None or n_in + n_out <= max_model_len:
+        if n_in >= min_input and (max_model_len is None or n_in + n_out <= max_model_len):
             return n_in, n_out, redrawn
+    why = [f"exceed the model's max_model_len of {max_model_len}"] if max_model_len is not None else []
+    if min_input > 1:
+        why.append(f"have a prompt shorter than {min_input} tokens (the shared prefix and one more)")
     raise WorkloadError(
-        f"input_tokens/output_tokens: {MAX_FIT_REDRAWS} draws in a row exceed the model's max_model_len of "
-        f"{max_model_len}"
+        f"input_tokens/output_tokens: {MAX_FIT_REDRAWS} draws in a row {' or '.join(why) or 'did not fit'}"
     )
 
 

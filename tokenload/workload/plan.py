@@ -79,7 +79,7 @@ class RequestPlanner:
         self.input_dist = spec.input_distribution()
         self.output_dist = spec.output_distribution()
         self.stats = DatasetStats()
-        self.redrawn_too_long = 0
+        self.redrawn_lengths = 0
         self.clamped_output = 0
         self.prefixes: SharedPrefixes | None = None
         self.pool: PromptPool | None = None
@@ -131,8 +131,10 @@ class RequestPlanner:
         n_in, n_out, redrawn = fitting_lengths(
             lambda: (self.input_dist.sample(self._inputs), self.output_dist.sample(self._outputs)),
             self.max_model_len,
+            # Every prompt is its group's prefix and a part of its own (SharedPrefixes.next).
+            self.prefixes.prefix_tokens + 1 if self.prefixes is not None else 1,
         )
-        self.redrawn_too_long += redrawn
+        self.redrawn_lengths += redrawn
         return n_in, n_out
 
     def next(self) -> PlannedRequest:

@@ -229,6 +229,16 @@ class WorkloadSpec(_Strict):
             raise PydanticCustomError(
                 "section", "tokenizer_file: only used when length_method is auto or tokenizer_file"
             )
+        if kind == "shared_prefix":
+            prefix = self.prefix_spec.tokens
+            most = self.input_distribution().most()
+            if most is not None and most <= prefix:
+                raise PydanticCustomError(
+                    "section",
+                    "input_tokens: every prompt starts with the shared prefix (prefix.tokens {prefix}) and "
+                    "needs a part of its own, but the longest {spec} can draw is {most} tokens",
+                    {"prefix": prefix, "spec": self.input_tokens, "most": most},
+                )
         if self.length_method == "token_ids":
             if self.vocab_size is None:
                 raise PydanticCustomError("section", "vocab_size: required when length_method is token_ids")
