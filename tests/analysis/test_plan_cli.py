@@ -60,6 +60,9 @@ def test_plan_bad_input_is_one_line() -> None:
     assert (
         "--step-duration" in _plan("--concurrency", "2", "--step-duration", "0").stderr
     )  # the flag, by name
+    # A spread the context cannot hold is named by plan's own options, not the workload file's.
+    wide = _plan("--concurrency", "2", "--prompt-tokens", "normal:40000,100").stderr
+    assert "--prompt-tokens/--output-tokens: 100 draws in a row exceed" in wide, wide
 
 
 def test_what_if_is_the_same_sweep_run_with_the_changed_settings(tmp_path: Path) -> None:

@@ -147,7 +147,9 @@ class _Prompts:
         rng = self.rng
         # As the client draws them (workload.plan.RequestPlanner): again until they fit.
         n, out, _ = fitting_lengths(
-            lambda: (self.prompt_len.sample(rng), self.output_len.sample(rng)), max_model_len
+            lambda: (self.prompt_len.sample(rng), self.output_len.sample(rng)),
+            max_model_len,
+            names="--prompt-tokens/--output-tokens",  # tokenload plan's (and sweep's) options
         )
         # A prompt no longer than the prefix keeps part of it; the client draws such a length
         # again (workload.plan, min_input). Kept so as not to move the verdict grid's sweeps

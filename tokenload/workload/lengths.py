@@ -231,13 +231,17 @@ MAX_FIT_REDRAWS = 100
 
 
 def fitting_lengths(
-    draw: Callable[[], tuple[int, int]], max_model_len: int | None, min_input: int = 1
+    draw: Callable[[], tuple[int, int]],
+    max_model_len: int | None,
+    min_input: int = 1,
+    names: str = "input_tokens/output_tokens",
 ) -> tuple[int, int, int]:
     """An (input, output) pair from ``draw`` that fits ``max_model_len`` (input + output <= it, as
     vLLM admits a request) with an input of at least ``min_input`` tokens (longer than a shared
     prefix every prompt starts with), and how many were drawn again before it: the workload's
     distribution truncated to what the server takes, as a real server's 400 would otherwise cut it.
-    WorkloadError after :data:`MAX_FIT_REDRAWS` in a row (lengths the model or prefix cannot take)."""
+    WorkloadError after :data:`MAX_FIT_REDRAWS` in a row (lengths the model or prefix cannot take),
+    naming the lengths' options as ``names``."""
     for redrawn in range(MAX_FIT_REDRAWS):
         n_in, n_out = draw()
         if n_in >= min_input and (max_model_len is None or n_in + n_out <= max_model_len):
@@ -245,9 +249,7 @@ def fitting_lengths(
     why = [f"exceed the model's max_model_len of {max_model_len}"] if max_model_len is not None else []
     if min_input > 1:
         why.append(f"have a prompt shorter than {min_input} tokens (the shared prefix and one more)")
-    raise WorkloadError(
-        f"input_tokens/output_tokens: {MAX_FIT_REDRAWS} draws in a row {' or '.join(why) or 'did not fit'}"
-    )
+    raise WorkloadError(f"{names}: {MAX_FIT_REDRAWS} draws in a row {' or '.join(why) or 'did not fit'}")
 
 
 # -- parsing ---------------------------------------------------------------------------------
