@@ -25,7 +25,8 @@ step alone. Throughput at a closed or open loop is tokens per step over step tim
 * of a saturated step, each resource relaxed by 2x is predicted as the oracle measures it: FLOP/s
   halves the compute term, bandwidth the memory terms (the weights and the KV reads), KV blocks
   or max_num_seqs let the batch grow as far as the load and the other limit allow (and a cache
-  holding all the demand ends the recomputation, headroom.recompute_share); the largest
+  holding all the demand ends the recomputation, one it still cannot hold halves its share:
+  headroom.recompute_share); the largest
   predicted gain names the bottleneck, one within ``secondary_share`` of it the secondary.
 
 Steps are judged in order of load (concurrency, or target rate), whatever order they ran in (a
@@ -57,6 +58,7 @@ from tokenload.analysis.headroom import (
 from tokenload.analysis.knee import by_load, find_knee
 from tokenload.analysis.run_rules import rule_client, rule_errors, rule_nothing_measured, rule_worker_lost
 from tokenload.analysis.signals import FIRST_STEP_SIGNAL, NOISE_SIGNAL, StepSignals, signals
+from tokenload.analysis.signals import evidence as _ev
 from tokenload.analysis.signals import value_at as _g
 from tokenload.analysis.thresholds import Thresholds
 
@@ -69,10 +71,6 @@ __all__ = [
     "find_knee",
     "signals",
 ]
-
-
-def _ev(metric: str, value: Any, rule: str) -> dict[str, Any]:
-    return {"metric": metric, "value": value, "rule": rule}
 
 
 def _r(v: float | None, digits: int = 3) -> float | None:

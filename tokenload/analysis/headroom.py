@@ -222,28 +222,40 @@ def _tokens_model(sig: StepSignals, th: Thresholds) -> StepModel | None:
     return model.with_overhead(sig.step_ms) if sig.step_ms else model
 
 
+#: Of the recomputation a step's preemptions cost, the share a twice-larger KV cache saves where
+#: the demand would still overfill it (an open loop's growing queue, more users than twice the
+#: running batch): that cache still runs out and preempts, one newest request each time the
+#: running ones' growth overruns the free blocks, about as often a step as now, while each step
+#: runs twice the batch, so about half the share of the work is recomputed. An assumption from
+#: how the scheduler preempts (one victim per overrun), not fitted; where twice the running batch
+#: holds the demand, the cache stops running out and all of it is saved.
+RECOMPUTE_SAVED_OVERFILLED = 0.5
+
+
 def recompute_share(sig: StepSignals) -> float:
     """Of the tokens the engine computed in the step, the share that a twice-larger KV cache
     would save: each preemption throws away what its request had computed, about the mean
     context a request holds (its prompt and half its output), which the engine computes again
     (vLLM V1 counts none of it in its token counters; its step time and FLOP counter hold it).
-    Saved only where that cache holds all the demand: a closed loop whose users fit in twice the
+    All of it where that cache holds all the demand: a closed loop whose users fit in twice the
     running batch, or an engine whose cap (``max_num_seqs``, when the user gave it) does, since
-    no more than the cap ever run; more demand (an open loop's growing queue) fills any cache,
-    and preemptions go on. At most 0.9: the estimate counts a preempted request's whole context,
-    which one preempted part-way through its prefill had not computed yet, so the share is an
-    upper bound, kept below all the work (a factor of 10 on the compute term at most). 0 without
-    preemptions or the counts to weigh them."""
+    no more than the cap ever run. More demand (an open loop's growing queue, more users) fills
+    any cache and preemptions go on, but among twice the batch:
+    :data:`RECOMPUTE_SAVED_OVERFILLED` of it. At most 0.9 before that: the estimate counts a
+    preempted request's whole context, which one preempted part-way through its prefill had not
+    computed yet, so the share is an upper bound, kept below all the work (a factor of 10 on the
+    compute term at most). 0 without preemptions or the counts to weigh them."""
+    if not sig.preemptions or not sig.context_tokens:
+        return 0.0
+    if not sig.tokens_per_step or not sig.engine_steps:
+        return 0.0
     demand = sig.users
     if sig.max_num_seqs is not None:
         demand = sig.max_num_seqs if demand is None else min(demand, sig.max_num_seqs)
     fits = demand is not None and sig.running_mean and demand <= 2.0 * sig.running_mean
-    if not fits or not sig.preemptions or not sig.context_tokens:
-        return 0.0
-    if not sig.tokens_per_step or not sig.engine_steps:
-        return 0.0
     redone = sig.preemptions * sig.context_tokens
-    return min(0.9, redone / (redone + sig.tokens_per_step * sig.engine_steps))
+    share = min(0.9, redone / (redone + sig.tokens_per_step * sig.engine_steps))
+    return share if fits else RECOMPUTE_SAVED_OVERFILLED * share
 
 
 def _round(v: float | None) -> float | None:

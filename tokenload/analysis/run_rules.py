@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from tokenload.analysis.signals import StepSignals
+from tokenload.analysis.signals import evidence as _ev
 from tokenload.analysis.thresholds import Thresholds
 
 __all__ = [
@@ -17,10 +18,6 @@ __all__ = [
     "rule_nothing_measured",
     "rule_worker_lost",
 ]
-
-
-def _ev(metric: str, value: Any, rule: str) -> dict[str, Any]:
-    return {"metric": metric, "value": value, "rule": rule}
 
 
 def rule_client(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> tuple[str, list[dict]] | None:
