@@ -190,7 +190,8 @@ def test_report_command_rediagnoses_with_changed_thresholds(kv_run: Path) -> Non
     assert out.returncode == 0, out.stderr
     assert "kv_capacity" in out.stdout and f"report: {kv_run / 'report.html'}" in out.stdout
     assert "Replicas for the target: ceil(10 req/s" in out.stdout and "0.2 headroom" in out.stdout
-    # Thresholds no step can cross: the verdicts are recomputed, not copied from summary.json.
+    # Thresholds this run's steps do not cross (asserted: not saturated at any step): the verdicts
+    # are recomputed, not copied from summary.json.
     out = tokenload(
         "report", str(kv_run), "--threshold", "scaling_efficiency=0", "--threshold", "saturation_gain=0",
         "--threshold", "waiting_mean=1e9",
