@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.max_evals < 20:
         _fail("--max-evals: expected at least 20")
     try:
-        profile, config = sim_main.engine_from_text(args.sim_args)
+        profile, config = sim_main.engine_from_text(args.sim_args, offline=True)
     except ValueError as exc:
         _fail(f"--sim-args: {exc}")
     if args.base_profile:

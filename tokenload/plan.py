@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.prefix_tokens < 0 or args.prefix_groups < 1:
         _fail("--prefix-tokens: expected >= 0 tokens, --prefix-groups >= 1")
     try:
-        profile, config = sim_main.engine_from_text(args.sim_args)
+        profile, config = sim_main.engine_from_text(args.sim_args, offline=True)
     except ValueError as exc:
         _fail(f"--sim-args: {exc}")
     from tokenload.sim.whatif import WhatIfError, apply_change, parse_change

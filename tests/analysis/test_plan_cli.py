@@ -52,6 +52,9 @@ def test_plan_bad_input_is_one_line() -> None:
         ["--concurrency", "2", "--target-users", "4", "--headroom", "20"],
         ["--concurrency", "2", "--prompt-tokens", "100000"],  # never fits the context: not a 0 tok/s knee
         ["--concurrency", "2", "--step-duration", "0"],
+        # Walkthrough: a fleet or a fault in --sim-args was ignored, its label kept in the output.
+        ["--concurrency", "2", "--sim-args", "--replicas 2 --routing weighted:9,1"],
+        ["--concurrency", "2", "--sim-args", "--http-500-rate 0.5"],
     ]
     for args in cases:
         out = _plan(*args)

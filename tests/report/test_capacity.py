@@ -15,6 +15,7 @@ from tokenload.report.capacity import (
     good_share,
     parse_slo,
     replicas_needed,
+    replicas_scraped,
     search_capacity,
 )
 
@@ -165,6 +166,22 @@ def test_replicas_for_a_target_rate_and_for_users() -> None:
     for bad in (1.5, 20.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="--headroom: expected a share from 0 to 1"):
             replicas_needed(cap, Target("rps", 1.0), headroom=bad)
+
+
+def test_a_fleets_capacity_is_shared_by_the_replicas_scraped() -> None:
+    # Walkthrough: a sweep of two emulated replicas behind a router (weighted 9:1) met the SLO at
+    # 4 users, and the report planned 30 replicas for 100 users as if one replica had carried 4.
+    cap = find_capacity([step(0, 4, 100, 10, rps=2.5)], parse_slo("ttft_p95_ms=500"))
+    assert cap is not None
+    fleet = [{"index": 0, "server_replicas": {"http://a/metrics": {}, "http://b/metrics": {}}}]
+    assert replicas_scraped(fleet, cap) == 2 and replicas_scraped([{"index": 0}], cap) == 1
+    plan = replicas_needed(cap, Target("users", 100.0), 0.2, replicas_scraped(fleet, cap))
+    assert plan.replicas == 60 and plan.per_replica == 2.0  # 100 / (4 / 2) x 1.2
+    assert (
+        "(4 users / 2 replicas scraped) per replica" in plan.formula
+        and plan.to_dict()["replicas_in_run"] == 2
+    )
+    assert replicas_needed(cap, Target("users", 100.0), 0.2).replicas == 30  # one server: as before
 
 
 def test_replicas_refuse_what_cannot_be_planned() -> None:

@@ -14,7 +14,9 @@ What is computed, exactly:
   request has many), so ITL limits judge steps but not single requests.
 * **Goodput** at the capacity step = its measured rate x the good share (requests/s and output
   tokens/s; the token share weighs each request by its output tokens).
-* **Replicas** for a target load = ceil(target / capacity per replica x (1 + headroom)).
+* **Replicas** for a target load = ceil(target / capacity per replica x (1 + headroom)); a run
+  against several replicas, each scraped, measured their capacity together: per replica is that
+  over their count (an average: an uneven fleet's hot replica has less).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ __all__ = [
     "good_share",
     "parse_slo",
     "replicas_needed",
+    "replicas_scraped",
     "search_capacity",
     "step_load",
 ]
@@ -335,14 +338,20 @@ class ReplicaPlan:
     per_replica: float
     headroom: float
     replicas: int
+    #: The replicas the measured capacity was served by (those scraped; 1 for one server).
+    replicas_in_run: int = 1
 
     @property
     def formula(self) -> str:
         unit = "req/s" if self.target.kind == "rps" else "users"
-        return (
-            f"ceil({self.target.value:g} {unit} / {self.per_replica:.3g} {unit} per replica "
-            f"x (1 + {self.headroom:g} headroom)) = {self.replicas}"
+        n = self.replicas_in_run
+        per = (
+            f"{self.per_replica:.3g} {unit} per replica"
+            if n == 1
+            else f"({self.per_replica * n:.3g} {unit} / {n} replicas scraped) per replica"
         )
+        head = f"(1 + {self.headroom:g} headroom)"
+        return f"ceil({self.target.value:g} {unit} / {per} x {head}) = {self.replicas}"
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (``tokenload plan --json``'s ``replicas``)."""
@@ -351,14 +360,26 @@ class ReplicaPlan:
             "target": {"kind": self.target.kind, "value": self.target.value},
             "per_replica": self.per_replica,
             "headroom": self.headroom,
+            "replicas_in_run": self.replicas_in_run,
             "formula": self.formula,
         }
 
 
-def replicas_needed(capacity: Capacity, target: Target, headroom: float = DEFAULT_HEADROOM) -> ReplicaPlan:
+def replicas_scraped(steps: list[dict[str, Any]], capacity: Capacity) -> int:
+    """The replicas whose figures the capacity step holds (``server_replicas``; 1 for one
+    server): the ones its load was spread over, when every replica behind the target was scraped."""
+    step = next((st for st in steps if st.get("index") == capacity.step_index), None) or {}
+    return max(1, len(step.get("server_replicas") or {}))
+
+
+def replicas_needed(
+    capacity: Capacity, target: Target, headroom: float = DEFAULT_HEADROOM, replicas_in_run: int = 1
+) -> ReplicaPlan:
     """Replicas to carry ``target`` with ``headroom`` spare. Per replica: the capacity step's
     measured requests/s for an rps target; its concurrency for a users target (for a rate step,
-    Little's law is not applied: the users a rate step carried are not measured, so it fails)."""
+    Little's law is not applied: the users a rate step carried are not measured, so it fails);
+    divided by ``replicas_in_run`` when the run's load was served by that many replicas (each
+    one scraped: a fleet's capacity is theirs together)."""
     check_headroom(headroom)
     if target.kind == "rps":
         per = capacity.requests_per_s
@@ -368,9 +389,12 @@ def replicas_needed(capacity: Capacity, target: Target, headroom: float = DEFAUL
         per = capacity.load
     if per <= 0:
         raise ValueError("the capacity step completed no requests: no per-replica capacity to plan with")
+    if replicas_in_run < 1:
+        raise ValueError(f"replicas in the run: expected at least 1, got {replicas_in_run}")
+    per /= replicas_in_run
     # The small epsilon keeps 2.4 / 1.2 x 1.0 (exactly 2 in decimal) from rounding up to 3.
     replicas = max(1, math.ceil(target.value / per * (1.0 + headroom) - 1e-9))
-    return ReplicaPlan(target, per, headroom, replicas)
+    return ReplicaPlan(target, per, headroom, replicas, replicas_in_run)
 
 
 def check_headroom(headroom: float) -> float:

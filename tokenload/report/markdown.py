@@ -6,6 +6,7 @@ import json
 import time
 from typing import Any
 
+from tokenload.report.capacity import replicas_scraped
 from tokenload.report.draws import draws_heading, draws_lines, draws_table
 from tokenload.report.model import ReportModel, reconstructed_command
 from tokenload.report.redact import redact
@@ -72,8 +73,10 @@ def capacity_lines(model: ReportModel) -> list[str]:
     else:
         unit = cap.load_unit
         seen = "measured" if prediction_label(model.summary) is None else "predicted"
+        n = replicas_scraped(model.steps, cap)
+        whose = "per replica" if n == 1 else f"of the {n} replicas scraped, together"
         lines.append(
-            f"Capacity per replica: {cap.load:g} {unit} (step {cap.step_index}; {cap.basis}): "
+            f"Capacity {whose}: {cap.load:g} {unit} (step {cap.step_index}; {cap.basis}): "
             f"{cap.requests_per_s:.2f} req/s, {cap.output_tokens_per_s:.1f} output tokens/s {seen}."
         )
         if cap.share is not None:

@@ -30,6 +30,7 @@ from tokenload.report.capacity import (
     find_capacity,
     parse_slo,
     replicas_needed,
+    replicas_scraped,
     search_capacity,
 )
 from tokenload.report.redact import redact
@@ -231,7 +232,7 @@ def build_model(
             plan_error = "no step meets the SLO: no per-replica capacity to plan with"
         else:
             try:
-                plan = replicas_needed(capacity, target, headroom)
+                plan = replicas_needed(capacity, target, headroom, replicas_scraped(steps, capacity))
             except ValueError as exc:
                 plan_error = str(exc)
     return ReportModel(

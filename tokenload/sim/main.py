@@ -203,9 +203,11 @@ def engine_setup(args: argparse.Namespace) -> tuple[Any, Any]:
     return profile, EngineConfig(**cfg)
 
 
-def engine_from_text(sim_args: str) -> tuple[Any, Any]:
+def engine_from_text(sim_args: str, offline: bool = False) -> tuple[Any, Any]:
     """The profile and engine configuration of an emulator command line given as one string
-    (``--sim-args`` of plan and calibrate); ValueError with one line on bad values."""
+    (``--sim-args`` of plan, calibrate and sweep); ValueError with one line on bad values.
+    ``offline`` (plan, calibrate: one engine in simulated time): a fleet or fault-injection flag,
+    which that does not emulate, is refused rather than ignored."""
     import shlex
 
     from pydantic import ValidationError
@@ -219,11 +221,29 @@ def engine_from_text(sim_args: str) -> tuple[Any, Any]:
 
     parser.error = refuse  # type: ignore[method-assign]
     try:
-        return engine_setup(parser.parse_args(shlex.split(sim_args)))
+        args = parser.parse_args(shlex.split(sim_args))
+        if offline:
+            _refuse_online_flags(args, parser.parse_args([]))
+        return engine_setup(args)
     except ProfileError as exc:
         raise ValueError(str(exc)) from None
     except ValidationError as exc:
         raise ValueError(_first_error(exc)) from None
+
+
+def _refuse_online_flags(args: argparse.Namespace, defaults: argparse.Namespace) -> None:
+    """ValueError naming the first fleet (``--replicas``, ``--routing``) or fault-injection flag
+    (FaultConfig's fields) set away from its default."""
+    from tokenload.sim.faults import FaultConfig
+
+    online = ["replicas", "routing", *(f.name for f in dataclasses.fields(FaultConfig) if f.name != "seed")]
+    for name in online:
+        if hasattr(args, name) and getattr(args, name) != getattr(defaults, name):
+            flag = "--" + name.replace("_", "-")
+            raise ValueError(
+                f"{flag} is not emulated here (one engine in simulated time: no router, no "
+                "faults); leave it out"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
