@@ -211,6 +211,38 @@ def _reach(host: str) -> None:
         raise SweepError(f"--host: cannot reach {url}: {reason}") from None
 
 
+#: How often the readiness wait asks the target's /health.
+READY_POLL_S = 0.5
+
+
+def _wait_ready(host: str, budget_s: float) -> None:
+    """Before any load: while the target's /health answers 503 (vLLM and the emulator while the
+    model loads), wait, up to ``budget_s``; a 200, a server with no /health (404, 405) or one
+    not reached at all goes on (the reachability check then says so). A sweep against a server
+    not yet ready measured only failures: one user sent ~2,400 failing requests a second
+    (walkthrough, 2026-12-05)."""
+    if budget_s <= 0:
+        return
+    url = host.rstrip("/") + "/health"
+    deadline, said = time.monotonic() + budget_s, False
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as r:
+                r.read()
+            return
+        except urllib.error.HTTPError as exc:
+            if exc.code != 503:
+                return  # no /health, or one that says nothing of readiness: the load decides
+        except (OSError, ValueError):
+            return  # not reached at all: said by the reachability check, at once (a wrong port)
+        if time.monotonic() >= deadline:
+            raise SweepError(f"--wait-ready: {url} still answered HTTP 503 after {budget_s:g} s")
+        if not said:
+            print(f"waiting up to {budget_s:g} s for {url} (HTTP 503: loading; --wait-ready)", flush=True)
+            said = True
+        time.sleep(READY_POLL_S)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -345,6 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _check(args)
         if args.host is not None:
+            _wait_ready(args.host, args.wait_ready)
             _reach(args.host)
     except SweepError as exc:
         print(f"tokenload sweep: {exc}", file=sys.stderr)
@@ -380,6 +413,12 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         command = " ".join(["tokenload sim", *args.sim_args.split()])
         print(f"target: the built-in emulator ({command}) at {host}", flush=True)
+        try:
+            _wait_ready(host, args.wait_ready)
+        except SweepError as exc:
+            sim.stop()
+            print(f"tokenload sweep: {exc}", file=sys.stderr)
+            return 2
         if not args.metrics_url and not args.metrics_discover and not args.prometheus_url:
             # Several replicas behind the emulator's router: scrape each one's /metrics, as a
             # fleet behind a gateway is scraped (the router exports none).

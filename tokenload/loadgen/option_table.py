@@ -125,6 +125,15 @@ OPTIONS: tuple[Option, ...] = (
         scope="sweep",
     ),
     Option(
+        "--wait-ready",
+        "target",
+        "Seconds to wait, before any load, while the target's /health answers 503 (a model still "
+        "loading); 0: do not wait",
+        default=600.0,
+        type=t.number(float, lambda v: v >= 0, "seconds >= 0"),
+        scope="sweep",
+    ),
+    Option(
         "--sim-args",
         "target",
         "Extra arguments for the built-in emulator, when it is the target",

@@ -43,12 +43,16 @@ hooks.install()
 
 
 #: A closed-loop user whose request could not reach the target (no connection; or its prompt
-#: could not be counted because the server's /tokenize did not answer) waits before its next
-#: request: UNREACHABLE_BACKOFF_S, doubling at each such failure up to UNREACHABLE_BACKOFF_MAX_S,
-#: none once an answer comes. A target that is down must not turn the client into a busy loop:
-#: measured 2026-12-05, two users against a closed port sent ~2,100 failing requests a second
-#: with the client's CPU at 100 %. Open-loop arrivals keep their schedule.
+#: could not be counted because the server's /tokenize did not answer), or that the server
+#: turned away at once (HTTP 429, or 503: overloaded or still loading its model), waits before its
+#: next request: UNREACHABLE_BACKOFF_S, doubling at each such failure up to
+#: UNREACHABLE_BACKOFF_MAX_S, none once another answer comes. A target that is down or not ready
+#: must not turn the client into a busy loop: measured 2026-12-05, two users against a closed
+#: port sent ~2,100 failing requests a second with the client's CPU at 100 %, and one user
+#: against a server still loading (503) ~2,400. Other failures (a 500 among answers) keep the
+#: loop's pace; open-loop arrivals keep their schedule.
 UNREACHABLE_FAILURES = frozenset({"connect_error", "prompt_count"})
+TURNED_AWAY_STATUSES = frozenset({429, 503})
 UNREACHABLE_BACKOFF_S = 0.05
 UNREACHABLE_BACKOFF_MAX_S = 1.0
 
@@ -91,6 +95,7 @@ class LLMUser(User):
         #: The wait before the next request after the target could not be reached (closed loop).
         self._backoff_s = 0.0
         self._last_failure: str | None = None
+        self._last_status: int | None = None
 
     def on_stop(self) -> None:
         if self._ahead is not None:
@@ -183,8 +188,9 @@ class LLMUser(User):
         self._last_failure = None
         if self._prepared is not None and self._prepared_for != self._prompt_override():
             self._prepared = None  # a context sweep's next step asks for another length
+        self._last_status = None
         self.generate()
-        if self._last_failure in UNREACHABLE_FAILURES:
+        if self._last_failure in UNREACHABLE_FAILURES or self._last_status in TURNED_AWAY_STATUSES:
             self._backoff_s = min(UNREACHABLE_BACKOFF_MAX_S, max(UNREACHABLE_BACKOFF_S, 2 * self._backoff_s))
         else:
             self._backoff_s = 0.0
@@ -370,7 +376,7 @@ class LLMUser(User):
             record["output_tokens"],
             state.chunk_tokens,
         )
-        self._last_failure = out.failure_class
+        self._last_failure, self._last_status = out.failure_class, out.http_status
         exception = RequestFailure(out.failure_class, out.detail) if out.failure_class else None
         self.environment.events.request.fire(
             request_type="POST",
