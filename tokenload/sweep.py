@@ -323,7 +323,9 @@ def _fmt(v: Any, digits: int = 1) -> str:
 
 def _verdict(step: dict[str, Any]) -> str:
     name = (step.get("verdict") or {}).get("bottleneck", "-")
-    return name + (" (client_bound)" if "client_bound" in step["flags"] and name != "client" else "")
+    # The load was not the one asked for: said next to the verdict, as the report says it.
+    flags = [f for f in ("client_bound", "pool_exhausted") if f in step["flags"] and name != "client"]
+    return name + (f" ({', '.join(flags)})" if flags else "")
 
 
 def print_steps(summary: dict[str, Any]) -> None:

@@ -309,3 +309,16 @@ def test_a_trace_replays_sent_rate_is_over_its_sends_not_the_steps_measured_part
     assert "mean rate 1.00 req/s offered, 1.00 req/s sent (first send to last)" in first, first
     assert not any("Only" in line for line in trace_lines(trace, steps, sent))
     assert any("Only 5 of the 11 rows" in line for line in trace_lines(trace, steps, sent[:5]))
+
+
+def test_an_open_loop_that_could_not_send_its_rate_is_said_in_the_report() -> None:
+    # Walkthrough: a rate step whose arrivals waited for a free user (87.5 %) was flagged
+    # pool_exhausted in summary.json only; the report's headline said "Not saturated".
+    s = summary([step(0, None, 100, 30)])
+    s["steps"][0].update(target_rate_rps=4.0, achieved_rate_rps=1.5, queued_for_user_share=0.875)
+    s["steps"][0]["flags"] = ["pool_exhausted"]
+    md = render_markdown(build_model(s, [], []))
+    assert "88 % of its arrivals waited for a free user (flagged pool_exhausted; 1.50 req/s sent)" in md
+    from tokenload.sweep import _verdict
+
+    assert _verdict(s["steps"][0]).endswith("(pool_exhausted)")

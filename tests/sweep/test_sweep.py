@@ -144,6 +144,22 @@ def test_a_server_still_loading_is_waited_for_and_not_hammered(tmp_path: Path) -
     assert records and all(r["status"] == "ok" for r in records), {r["failure_class"] for r in records}
 
 
+def test_an_open_loop_ends_while_its_users_still_make_prompts(tmp_path: Path) -> None:
+    # Walkthrough: with a slow /tokenize (0.5 s, one call at a time), each of the 512 users of a
+    # rate step made its first prompt at start, and the run's end waited for every one of them:
+    # 127 s of nothing after a 4 s step. The report then said "Not saturated" with no word of
+    # the arrivals that had waited for a free user. (Bounded by the subprocess timeout: a run
+    # that hangs fails here.)
+    run_dir = tmp_path / "run"
+    out = sweep("--sim-args=--tokenize-delay-s 0.5", "--shape", "rate", "--rate", "2", "--step-duration",
+                "4", "--warmup", "1", "--workers", "0", "--out", str(run_dir), timeout=90)  # fmt: skip
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    step = json.loads((run_dir / "summary.json").read_text())["steps"][0]
+    if "pool_exhausted" in step["flags"]:
+        assert "(flagged pool_exhausted" in (run_dir / "report.md").read_text()
+        assert "(pool_exhausted)" in out.stdout
+
+
 def test_a_run_directory_with_a_comma_is_refused_before_any_load(tmp_path: Path) -> None:
     # Locust reads -f as a comma-separated list: the run's locustfile there would not be found.
     out = sweep("--out", str(tmp_path / "a,b"), timeout=60)

@@ -166,11 +166,13 @@ class LLMUser(User):
             pacer.open_loop = True  # a rate shape runs: no request before its first arrival
         if pacer.open_loop:
             replay = self.prepares_ahead and replays_trace(self.ctx)
+            # Waiting from here: making a prompt measures nothing, so a stop need not wait for
+            # it (512 users each waiting on a slow /tokenize held a run's end for ~2 minutes).
+            self._state = LOCUST_STATE_WAITING
             if self.prepares_ahead and not replay:
                 self._prepare()
             elif replay:
                 self._trace_prompts()  # built (the target's /tokenize probed) before any arrival
-            self._state = LOCUST_STATE_WAITING
             self._slot = self.ctx.pacer.acquire(self._prepare_row if replay else None)
             if self._state == LOCUST_STATE_STOPPING:
                 raise StopUser()

@@ -161,6 +161,16 @@ def flag_warnings(steps: list[dict[str, Any]]) -> list[str]:
                 "gateway that drops ignore_eos, produced fewer output tokens than asked, so this step "
                 "measured a lighter load than the one requested."
             )
+        queued = step.get("queued_for_user_share")
+        if "pool_exhausted" in (step.get("flags") or []) and queued is not None:
+            sent = step.get("achieved_rate_rps")
+            out.append(
+                f"Step {step.get('index')} at {load_label(step)}: {100 * queued:.0f} % of its arrivals "
+                "waited for a free user (flagged pool_exhausted"
+                + (f"; {fmt(sent, 2)} req/s sent" if sent is not None else "")
+                + "): every --max-in-flight user was busy (the server fell behind, or users were "
+                "still making their prompts), so the offered rate was not sent on time."
+            )
         changes = step.get("replica_events") or []
         if "replicas_changed" in (step.get("flags") or []) and changes:
             said = ", ".join(
