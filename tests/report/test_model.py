@@ -297,7 +297,7 @@ def test_a_reconstructed_command_gives_the_shape_options_the_run_recorded() -> N
 
 
 def test_a_trace_replays_sent_rate_is_over_its_sends_not_the_steps_measured_part() -> None:
-    from tokenload.report.tables import trace_lines
+    from tokenload.report.trace_text import trace_lines
 
     dist = {"mean": 100.0, "p50": 100.0, "p90": 100.0, "p99": 100.0}
     trace = {"source": "t.jsonl", "format": "jsonl", "rows": 11, "duration_s": 10.0,

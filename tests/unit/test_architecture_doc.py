@@ -44,3 +44,11 @@ def test_every_bench_script_is_listed_in_the_benchmarks_doc() -> None:
     assert not [s for s in scripts if f"bench/{s}" not in text], [
         s for s in scripts if f"bench/{s}" not in text
     ]
+
+
+def test_every_failure_class_is_in_the_measuring_doc() -> None:
+    # Walkthrough: the doc's hand-written list lacked prompt_count, which reports name.
+    from tokenload.metrics.failures import FAILURE_CLASSES
+
+    text = (ROOT / "docs" / "measuring.md").read_text()
+    assert [k for k in FAILURE_CLASSES if f"`{k}`: {FAILURE_CLASSES[k]}" not in text] == []

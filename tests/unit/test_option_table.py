@@ -21,6 +21,7 @@ BAD = {
     "--shape": "spiral",
     "--endpoint": "embeddings",
     "--workers": "-1",
+    "--wait-ready": "-1",
     "--prompt-tokens": "0",
     "--output-tokens": "uniform:9-2",
     "--length-method": "guess",

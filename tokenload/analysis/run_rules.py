@@ -9,6 +9,7 @@ from typing import Any
 from tokenload.analysis.signals import StepSignals
 from tokenload.analysis.signals import evidence as _ev
 from tokenload.analysis.thresholds import Thresholds
+from tokenload.metrics.failures import FAILURE_CLASSES
 
 __all__ = [
     "CLIENT_CAUSED_FAILURES",
@@ -100,7 +101,14 @@ def rule_errors(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> tuple
     client_bound = "client_bound" in (step.get("flags") or [])
     if client_bound and dominant in CLIENT_CAUSED_FAILURES:
         return None
-    ev = [_ev("failed share", round(share, 3), f"> {th.error_rate}; mostly {dominant}")]
+    meaning = FAILURE_CLASSES.get(dominant)
+    ev = [
+        _ev(
+            "failed share",
+            round(share, 3),
+            f"> {th.error_rate}; mostly {dominant}" + (f" ({meaning})" if meaning else ""),
+        )
+    ]
     if client_bound:
         ev.append(
             _ev(

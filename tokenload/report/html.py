@@ -30,11 +30,10 @@ from tokenload.report.tables import (
     scrape_target_lines,
     slo_search_table,
     step_cells,
-    trace_arrivals_table,
-    trace_lines,
     verdict_sentence,
     what_if_table,
 )
+from tokenload.report.trace_text import trace_arrivals_table, trace_lines
 
 __all__ = ["render_html"]
 

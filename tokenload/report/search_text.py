@@ -34,7 +34,11 @@ def search_lines(summary: dict[str, Any]) -> list[str]:
         probes = search.get("probes") or []
         n = len(probes)
         lines.append(f"knee search: {search.get('outcome')}, {where} ({n} step{'s' * (n != 1)}){again}")
-        drifting = [str(p.get("concurrency")) for p in probes if "drifting" in (p.get("flags") or [])]
+        drifting = [
+            str(p.get("concurrency"))
+            for p in probes
+            if isinstance(p, dict) and "drifting" in (p.get("flags") or [])
+        ]
         if drifting:
             lines.append(
                 f"the search steered by step(s) still drifting when judged ({', '.join(drifting)} users; "
