@@ -322,3 +322,24 @@ def test_an_open_loop_that_could_not_send_its_rate_is_said_in_the_report() -> No
     from tokenload.sweep import _verdict
 
     assert _verdict(s["steps"][0]).endswith("(pool_exhausted)")
+
+
+def test_a_reconstructed_command_keeps_the_scrape_of_a_server_it_did_not_start() -> None:
+    # Walkthrough: a fleet swept with --metrics-url per replica (and another with
+    # --prometheus-url) got an equivalent command with neither; rerun, it scraped the router.
+    fleet = summary([step(0, 4, 100, 30)])
+    fleet["host"] = "http://10.0.0.5:8000"
+    fleet["search"] = {"shape": "StaircaseShape", "argv": [
+        "--metrics-url", "http://10.0.0.6:8000/metrics", "--metrics-url", "http://10.0.0.7:8000/metrics",
+        "--prometheus-selector", '{job="vllm"}', "--ttft-timeout", "30.0"]}  # fmt: skip
+    words = shlex.split(reconstructed_command(fleet))
+    assert [words[i + 1] for i, w in enumerate(words) if w == "--metrics-url"] == [
+        "http://10.0.0.6:8000/metrics",
+        "http://10.0.0.7:8000/metrics",
+    ]
+    assert words[words.index("--prometheus-selector") + 1] == '{job="vllm"}' and "--ttft-timeout" in words
+    # Against the emulator the sweep started, its replicas' ports were that run's: left out.
+    fleet["host"] = ""
+    fleet["config"]["target_emulator"] = "tokenload sim --replicas 2"
+    words = shlex.split(reconstructed_command(fleet))
+    assert "--metrics-url" not in words and "--sim-args=--replicas 2" in words

@@ -205,10 +205,12 @@ def test_staircase_against_the_emulator(tmp_path: Path, workers: int) -> None:
     assert config["endpoints"] == ["/v1/completions"]  # the sweep's default --endpoint
     # The report's command reruns the emulator by its arguments, not the port it happened to have.
     assert config["target_emulator"] == "tokenload sim --profile h100-llama3.1-8b"
-    assert (
-        "`tokenload sweep '--sim-args=--profile h100-llama3.1-8b' --concurrency 1,8 --step-duration 4"
-        in (run_dir / "report.md").read_text()
-    )
+    line = next(x for x in (run_dir / "report.md").read_text().splitlines() if "equivalent command" in x)
+    assert "`tokenload sweep '--sim-args=--profile h100-llama3.1-8b' --concurrency 1,8 " in line, line
+    # Every option the run was given, the variables' included (they were dropped before).
+    for given in ("--step-duration 4.0", "--ttft-timeout 77.0", "--stall-timeout 29.0", "--output-tokens 24",
+                  "--metrics-interval 0.5", "--server-max-num-seqs 256"):  # fmt: skip
+        assert given in line, (given, line)
     steps = summary["steps"]
     assert [s["concurrency"] for s in steps] == [1, 8]
     for s in steps:

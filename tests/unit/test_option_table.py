@@ -173,3 +173,17 @@ def test_each_option_is_declared_once() -> None:
     flags = [o.flag for o in OPTIONS]
     assert len(flags) == len(set(flags))
     assert len(env_var_names()) == len([o for o in OPTIONS if o.scope == "run"])
+
+
+def test_the_recorded_configuration_has_no_url_credentials() -> None:
+    # summary.json's config (and search.argv, the equivalent command's source) is pasted into
+    # tickets: a --metrics-url's user:password must not be in it.
+    from types import SimpleNamespace
+
+    from tokenload.loadgen.options import run_config
+    from tokenload.report.redact import redact
+
+    opts = SimpleNamespace(metrics_url=["http://u:pw@10.0.0.6:8000/metrics"])
+    assert run_config(opts).public_dict()["metrics_urls"] == ["http://***@10.0.0.6:8000/metrics"]
+    argv = forwarded_argv({"metrics_url": ["http://u:pw@10.0.0.6:8000/metrics"]}, ["server"])
+    assert "pw" in " ".join(argv) and "pw" not in " ".join(redact(argv))

@@ -71,8 +71,11 @@ class RunConfig:
         return os.environ.get(self.api_key_env) or None
 
     def public_dict(self) -> dict[str, Any]:
-        """For reports: the configuration with no secret in it (only the variable's name)."""
-        d = asdict(self)
+        """For reports: the configuration with no secret in it (only the key's variable name, and
+        URLs without their credentials: ``--metrics-url http://user:pass@host/metrics``)."""
+        from tokenload.report.redact import redact
+
+        d = redact(asdict(self))
         d["api_key_set"] = self.api_key is not None
         return d
 

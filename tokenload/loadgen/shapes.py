@@ -47,6 +47,7 @@ from tokenload.loadgen.steps import (
     spawn_rate,
     staircase,
 )
+from tokenload.report.redact import redact
 
 __all__ = ["ContextSweepShape", "KneeShape", "RateShape", "StaircaseShape", "StepShape"]
 
@@ -72,8 +73,10 @@ class _DeliberateRamp(logging.Filter):
 _RAMP_FILTER = _DeliberateRamp()
 
 
-#: The option groups (loadgen.option_table) a shape's summary.json ``search.argv`` records.
-SHAPE_OPTION_GROUPS = ("steps", "knee", "trace", "slo", "stop")
+#: The option groups (loadgen.option_table) a shape's summary.json ``search.argv`` records: every
+#: run option a sweep forwards (the internal ones, the run directory and the emulator's command
+#: line, are not in a sweep's command).
+RECORDED_OPTION_GROUPS = ("load", "server", "steps", "knee", "trace", "slo", "stop")
 
 
 def _opt(shape: LoadTestShape, name: str) -> Any:
@@ -284,11 +287,10 @@ class StepShape(LoadTestShape):
         if self.stop_reason:
             result["stop_reason"] = self.stop_reason
         opts = self.runner.environment.parsed_options
-        # The steps', search's, trace's and stop rules' options as given (those not at the
-        # sweep's default): the report's equivalent command, a tokenload sweep line, gives them.
-        result["argv"] = (
-            forwarded_argv(opts, SHAPE_OPTION_GROUPS, sweep_defaults=True) if opts is not None else []
-        )
+        # The run's options as given (those not at the sweep's default): the report's
+        # equivalent command, a tokenload sweep line, gives them again.
+        argv = forwarded_argv(opts, RECORDED_OPTION_GROUPS, sweep_defaults=True) if opts is not None else []
+        result["argv"] = redact(argv)  # a URL's credentials are no option to keep
         self.ctx.plan.search = result
 
     def result(self) -> dict[str, Any]:

@@ -75,7 +75,8 @@ def reconstructed_command(summary: dict[str, Any]) -> str:
         )
         cfg["target_emulator"] = " ".join(["tokenload sim", str(pred.get("sim_args") or "")]).strip()
     emulator = str(redact(cfg.get("target_emulator") or ""))
-    if emulator and (not host or _is_loopback(host)):  # the emulator sweep started, on loopback
+    on_emulator = bool(emulator) and (not host or _is_loopback(host))
+    if on_emulator:  # the emulator sweep started, on loopback
         sim_args = emulator.removeprefix("tokenload sim").strip()
         # One word: argparse takes a lone value that starts with '-' for an option.
         words += [f"--sim-args={sim_args}"] if sim_args else []
@@ -131,16 +132,21 @@ def reconstructed_command(summary: dict[str, Any]) -> str:
         )
         if not lengths:  # a context sweep's prompts are each step's own, above
             add(flag, cfg.get(key))
-    # The steps' and the shape's options as the run gave them (summary.json's search.argv: step
-    # timing, a knee search's bounds, a trace file, stop rules), over what the steps read back.
-    for i, word in enumerate(argv):
-        if not word.startswith("--"):
-            continue
-        value = argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("--") else None
-        if word not in words:
-            words += [word] if value is None else [word, value]
+    # The run's options as it was given them (summary.json's search.argv: step timing, a knee
+    # search's bounds, a trace file, stop rules, the scrape), over what the steps read back.
+    pairs = [
+        (word, argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("--") else None)
+        for i, word in enumerate(argv)
+        if word.startswith("--")
+    ]
+    repeated = {flag for flag in dict.fromkeys(f for f, _ in pairs) if sum(f == flag for f, _ in pairs) > 1}
+    for flag, value in pairs:
+        if flag == "--metrics-url" and on_emulator:
+            continue  # the ports that run's emulator replicas had: a rerun's sweep finds its own
+        if flag in repeated or flag not in words:  # a repeatable option (--metrics-url) each time
+            words += [flag] if value is None else [flag, value]
         elif value is not None:
-            words[words.index(word) + 1] = value
+            words[words.index(flag) + 1] = value
     return shlex.join(words)
 
 
