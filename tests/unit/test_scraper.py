@@ -73,8 +73,10 @@ def test_each_failure_is_a_counted_gap(caplog, tmp_path: Path) -> None:
     assert good[0].scalars["preemptions"] == 164.0
     gaps = [p for p in scraper.points if not p.ok]
     assert len(gaps) == 15 and all(p.error for p in gaps)
-    # Warned once per target and reason, not once per scrape.
+    # Warned once per target and reason, not once per scrape; an error answer's first line is
+    # kept (walkthrough: the emulator router's "scrape each replica's /metrics" was lost).
     assert len([r for r in caplog.records if "scraping" in r.getMessage()]) == 5
+    assert [p.error for p in gaps if p.target == urls[1]][0] == "HTTP 500: boom"
     assert len((tmp_path / "s.jsonl").read_text().splitlines()) == 18
 
 

@@ -214,7 +214,10 @@ class Scraper:
             with gevent.Timeout(self.timeout_s, TimeoutError):
                 status, body = target.client.get(target.path, timeout_s=self.timeout_s)
             if status != 200:
-                reason, point.error = "http_error", f"HTTP {status}"
+                # The answer's first line says why (the emulator's router names the replicas'
+                # own /metrics to scrape instead), kept short.
+                said = body[:300].decode("utf-8", "replace").strip().splitlines()[:1]
+                reason, point.error = "http_error", f"HTTP {status}" + (f": {said[0][:160]}" if said else "")
             else:
                 values = parse_page(body.decode("utf-8", "replace"))
                 if not values.families_seen:
