@@ -32,8 +32,8 @@ from tokenload.loadgen.steps import (
     rate_staircase,
     staircase,
 )
+from tokenload.report.model import knee_sentence
 from tokenload.report.search_text import search_lines
-from tokenload.report.tables import no_knee_sentence
 from tokenload.results.rundir import check_new_run_dir, make_run_dir
 from tokenload.serving.process import ServerProcess
 
@@ -358,17 +358,7 @@ def print_steps(summary: dict[str, Any]) -> None:
 
 
 def print_findings(summary: dict[str, Any]) -> None:
-    knee = summary.get("knee")
-    if knee:
-        if knee.get("target_rate_rps") is not None:
-            at = f"{knee['target_rate_rps']:g} req/s"
-            good = knee.get("last_unsaturated_rate_rps")
-            below = f"{good:g} req/s" if good is not None else "none"
-        else:
-            at, below = f"{knee['concurrency']} users", f"{knee['last_unsaturated_concurrency']} users"
-        print(f"\nsaturated at step {knee['step']} ({at}): {knee['bottleneck']}; last unsaturated: {below}")
-    else:
-        print("\n" + no_knee_sentence(summary))
+    print("\n" + knee_sentence(summary))  # the report's headline, word for word
     for line in search_lines(summary):
         print(line)
 

@@ -343,3 +343,19 @@ def test_a_reconstructed_command_keeps_the_scrape_of_a_server_it_did_not_start()
     fleet["config"]["target_emulator"] = "tokenload sim --replicas 2"
     words = shlex.split(reconstructed_command(fleet))
     assert "--metrics-url" not in words and "--sim-args=--replicas 2" in words
+
+
+def test_the_headline_reads_for_a_fleet_and_for_rate_steps() -> None:
+    # Walkthrough: "imbalance ran out", and the console said "saturated at step 1 (8 users):
+    # errors" where the report said "Failing from step 1" (the console now prints this sentence).
+    from tokenload.report.model import knee_sentence
+
+    s = summary([step(0, 1, 100, 30), step(1, 4, 390, 35)])
+    s["knee"] = {"step": 1, "bottleneck": "imbalance", "last_unsaturated_concurrency": 1}
+    assert "some replicas ran out while others had room (imbalance" in knee_sentence(s)
+    s["steps"][1].update(concurrency=None, target_rate_rps=4.0)
+    s["knee"] = {"step": 1, "bottleneck": "compute", "last_unsaturated_concurrency": None,
+                 "last_unsaturated_rate_rps": 2.0}  # fmt: skip
+    assert "compute ran out; the last unsaturated step ran 2 req/s." in knee_sentence(s)
+    s["knee"]["last_unsaturated_rate_rps"] = None
+    assert "None" not in knee_sentence(s)

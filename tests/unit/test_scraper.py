@@ -76,7 +76,7 @@ def test_each_failure_is_a_counted_gap(caplog, tmp_path: Path) -> None:
     # Warned once per target and reason, not once per scrape; an error answer's first line is
     # kept (walkthrough: the emulator router's "scrape each replica's /metrics" was lost).
     assert len([r for r in caplog.records if "scraping" in r.getMessage()]) == 5
-    assert [p.error for p in gaps if p.target == urls[1]][0] == "HTTP 500: boom"
+    assert next(p.error for p in gaps if p.target == urls[1]) == "HTTP 500: boom"
     assert len((tmp_path / "s.jsonl").read_text().splitlines()) == 18
 
 

@@ -36,7 +36,7 @@ from tokenload.report.capacity import (
 from tokenload.report.redact import redact
 from tokenload.report.tables import load_label, no_knee_sentence
 
-__all__ = ["ReportModel", "build_model", "reconstructed_command", "refresh_verdicts"]
+__all__ = ["ReportModel", "build_model", "knee_sentence", "reconstructed_command", "refresh_verdicts"]
 
 
 def refresh_verdicts(summary: dict[str, Any], thresholds: Thresholds | None = None) -> dict[str, Any]:
@@ -150,6 +150,38 @@ def reconstructed_command(summary: dict[str, Any]) -> str:
     return shlex.join(words)
 
 
+def knee_sentence(summary: dict[str, Any]) -> str:
+    """The run's headline: where saturation starts and what ran out (or that the requests failed,
+    or that nothing saturated), for the reports and the console alike."""
+    knee = summary.get("knee")
+    if not knee:
+        return no_knee_sentence(summary)
+    steps = summary.get("steps") or []
+    step = steps[knee["step"]] if knee["step"] < len(steps) else {}
+    before = knee.get("last_unsaturated_concurrency")
+    if before is None and knee.get("last_unsaturated_rate_rps") is not None:
+        prev = f"; the last unsaturated step ran {knee['last_unsaturated_rate_rps']:g} req/s"
+    else:
+        prev = f"; the last unsaturated step ran {before} users" if before is not None else ""
+    if knee["bottleneck"] == "errors":  # no resource ran out: the requests failed
+        failed, dominant = failures(step)
+        share = "its requests" if failed is None else f"{failed:.0%} of its requests"
+        mostly = "" if dominant == "unclassified" else f" (mostly {dominant})"
+        return (
+            f"Failing from step {knee['step']} ({load_label(step)}): {share} failed{mostly}{prev}. "
+            "Fix the failures before reading capacity."
+        )
+    what = (
+        "some replicas ran out while others had room (imbalance: the router's split)"
+        if knee["bottleneck"] == "imbalance"
+        else f"{knee['bottleneck']} ran out"
+    )
+    return (
+        f"Saturated at step {knee['step']} ({load_label(step)}): {what}{prev}. "
+        f"Output at the knee: {knee.get('output_tokens_per_s_at_knee') or 0:.1f} tokens/s."
+    )
+
+
 @dataclass(slots=True)
 class ReportModel:
     summary: dict[str, Any]  # with refreshed verdicts and knee
@@ -183,24 +215,7 @@ class ReportModel:
         return ", ".join(f"{k}={v:g}" for k, v in asdict(self.thresholds).items())
 
     def knee_sentence(self) -> str:
-        knee = self.knee
-        if not knee:
-            return no_knee_sentence(self.summary)
-        step = self.steps[knee["step"]] if knee["step"] < len(self.steps) else {}
-        before = knee.get("last_unsaturated_concurrency")
-        prev = f"; the last unsaturated step ran {before} users" if before is not None else ""
-        if knee["bottleneck"] == "errors":  # no resource ran out: the requests failed
-            failed, dominant = failures(step)
-            share = "its requests" if failed is None else f"{failed:.0%} of its requests"
-            mostly = "" if dominant == "unclassified" else f" (mostly {dominant})"
-            return (
-                f"Failing from step {knee['step']} ({load_label(step)}): {share} failed{mostly}{prev}. "
-                "Fix the failures before reading capacity."
-            )
-        return (
-            f"Saturated at step {knee['step']} ({load_label(step)}): {knee['bottleneck']} ran out{prev}. "
-            f"Output at the knee: {knee.get('output_tokens_per_s_at_knee') or 0:.1f} tokens/s."
-        )
+        return knee_sentence(self.summary)
 
     def knee_advice(self) -> list[str]:
         knee = self.knee
