@@ -99,3 +99,20 @@ def test_replica_windows_are_keyed_without_credentials() -> None:
     assert set(windows) == {"http://***@10.0.0.1:8000/metrics", b}
     assert windows[b]["requests_running"]["mean"] == 2.0
     assert replica_windows([p for p in pts if p.target == b], 1.0, 3.0) is None  # one replica
+
+
+def test_a_replica_with_a_small_share_still_has_a_step_below() -> None:
+    # Walkthrough (weighted:9,1 behind Prometheus): the light replica held ~0.4 of 4 users and
+    # ~1.3 of 16; both rounded to 1 user, so its top step had "no step below" and no measured
+    # room, and the fleet's verdict was the summed series' kv_capacity (KV max 0.53 quoted).
+    steps = [
+        _fleet(4, 100, {"run": 3.6, "kv": 0.3, "tok": 90}, {"run": 0.4, "kv": 0.02, "tok": 10},
+               run=4, kv=0.16),
+        _fleet(16, 130, {"run": 8, "kv": 0.95, "kv_max": 1.0, "wait": 6.7, "preempt": 12, "tok": 95},
+               {"run": 1.3, "kv": 0.06, "tok": 35}, run=9.3, wait=6.7, kv=0.5, kv_max=1.0, preempt=12),
+    ]  # fmt: skip
+    b = replica_steps(steps, "http://b/metrics")
+    assert b[0]["concurrency"] < b[1]["concurrency"]
+    top = judge_steps(steps)[0][1]["verdict"]
+    assert top["bottleneck"] == "imbalance", top["evidence"]
+    assert top["imbalance"]["with_room"] == ["http://b/metrics"]

@@ -59,7 +59,9 @@ def replica_steps(steps: list[dict[str, Any]], url: str) -> list[dict[str, Any]]
         if own is not None and step.get("target_rate_rps") is None and step.get("concurrency"):
             total = sum(_in_system(s) for s in step["server_replicas"].values())
             share = _in_system(own) / total if total else 1.0 / len(step["server_replicas"])
-            mine["concurrency"] = max(1, round(step["concurrency"] * share))
+            # Not rounded: a light replica's 0.4 and 1.3 users would both read 1, and its top
+            # step would have no step below (no room measured) however its load grew.
+            mine["concurrency"] = max(0.01, round(step["concurrency"] * share, 2))
         elif own is not None and step.get("target_rate_rps"):
             # An open loop: the replica's own arrival rate, its share of the prompt tokens the
             # fleet took in (a prompt is counted as it is admitted, about when it arrived).
