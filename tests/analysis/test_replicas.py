@@ -116,3 +116,15 @@ def test_a_replica_with_a_small_share_still_has_a_step_below() -> None:
     top = judge_steps(steps)[0][1]["verdict"]
     assert top["bottleneck"] == "imbalance", top["evidence"]
     assert top["imbalance"]["with_room"] == ["http://b/metrics"]
+
+
+def test_a_cache_bound_by_preemptions_is_not_quoted_as_full() -> None:
+    # Walkthrough: "kv_cache_usage_ratio max = 0.532 (full for admission (>= 0.9 ...))", a
+    # fleet's average over a full replica and an empty one quoted against its own rule.
+    from tokenload.analysis.diagnosis import diagnose_steps
+
+    steps = [step(4, 100, run=4, kv=0.16), step(16, 130, run=9.3, wait=6.7, kv=0.5, kv_max=0.53, preempt=12)]
+    v = diagnose_steps(steps)[1]
+    kv = [e for e in v["evidence"] if e["metric"] == "kv_cache_usage_ratio max"]
+    assert all(("full for admission" not in e["rule"]) for e in kv if e["value"] < 0.9), v["evidence"]
+    assert v["bottleneck"] == "kv_capacity" and kv and "yet requests were preempted" in kv[0]["rule"]

@@ -48,6 +48,7 @@ from tokenload.analysis.headroom import (
     demand_room,
     growth_models,
     kv_bound,
+    kv_full,
     kv_held_growth,
     kv_room_requests,
     plateau,
@@ -212,15 +213,28 @@ def _rule_saturated(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> t
         # A larger cache lets the batch grow only as far as max_num_seqs, when the user gave it.
         kv_grow = grow if cap is None else min(grow, cap)
         # Evicted requests are recomputed: a cache twice the size keeps them.
-        kv_ev = [
-            _ev(
-                "kv_cache_usage_ratio max",
-                _r(sig.kv_max),
-                f"full for admission (>= {th.kv_full_ratio} or no room for one more request)",
+        kv_ev = []
+        if kv_full(sig, th):
+            kv_ev.append(
+                _ev(
+                    "kv_cache_usage_ratio max",
+                    _r(sig.kv_max),
+                    f"full for admission (>= {th.kv_full_ratio} or no room for one more request)",
+                )
             )
-        ]
         if sig.preemptions:
             kv_ev.append(_ev("preemptions", sig.preemptions, "> 0: requests evicted and recomputed"))
+        if not kv_full(sig, th) and sig.kv_max is not None:
+            # Bound by its preemptions while the usage scraped is below full: quoted as what it
+            # is (a mean over several engines or replicas can hide a full one), not as full.
+            kv_ev.append(
+                _ev(
+                    "kv_cache_usage_ratio max",
+                    _r(sig.kv_max),
+                    f"< {th.kv_full_ratio}, yet requests were preempted: a mean over engines or "
+                    "replicas can hide a full cache",
+                )
+            )
         kv_ev.append(
             _ev(
                 "requests_waiting mean",
