@@ -359,3 +359,18 @@ def test_the_headline_reads_for_a_fleet_and_for_rate_steps() -> None:
     assert "compute ran out; the last unsaturated step ran 2 req/s." in knee_sentence(s)
     s["knee"]["last_unsaturated_rate_rps"] = None
     assert "None" not in knee_sentence(s)
+
+
+def test_a_fleets_report_shows_each_replica_not_only_their_mean() -> None:
+    # Walkthrough: report.md's KV use read 0.53/0.55 for a fleet whose hot replica sat at
+    # 0.95/1.0; only report.html's charts drew each replica.
+    hot = {"kv_cache_usage_ratio": {"mean": 0.95, "max": 1.0}, "requests_running": {"mean": 8.0},
+           "requests_waiting": {"mean": 6.7}, "preemptions": {"increase": 12}}  # fmt: skip
+    cold = {"kv_cache_usage_ratio": {"mean": 0.06, "max": 0.1}, "requests_running": {"mean": 1.3}}
+    s = summary([step(0, 16, 130, 30)])
+    s["steps"][0]["server_replicas"] = {"http://a:1/metrics": hot, "http://b:1/metrics": cold}
+    model = build_model(s, [], [])
+    md, html = render_markdown(model), render_html(model)
+    assert "### Per replica" in md and "| http://a:1/metrics | 0.95/1.00 | 8.0 | 6.7 | 12 |" in md
+    assert "http://b:1/metrics" in md and 'id="replicas"' in html
+    assert "Per replica" not in render_markdown(build_model(summary([step(0, 16, 130, 30)]), [], []))

@@ -27,6 +27,7 @@ from tokenload.report.tables import (
     flag_warnings,
     interval_table,
     prediction_sentence,
+    replica_table,
     scrape_target_lines,
     slo_search_table,
     step_cells,
@@ -163,6 +164,10 @@ def render_html(model: ReportModel) -> str:
         '<p class="muted">Latencies in ms over requests that started in each step\'s measured part; '
         "rates over those that ended in it; KV use, waiting and preemptions from the server's /metrics.</p>"
     )
+    rep_header, rep_rows = replica_table(model.steps)
+    if rep_rows:
+        parts.append('<h3 id="replicas">Per replica</h3>')
+        parts.append(_table(rep_header, rep_rows, left=3))
     ci_header, ci_rows = interval_table(model.steps)
     if ci_rows:
         parts.append('<h3 id="intervals">Latencies with 95 % intervals</h3>')

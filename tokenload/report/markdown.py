@@ -22,6 +22,7 @@ from tokenload.report.tables import (
     load_label,
     markdown_table,
     prediction_sentence,
+    replica_table,
     scrape_target_lines,
     slo_search_table,
     step_cells,
@@ -150,6 +151,9 @@ def render_markdown(model: ReportModel) -> str:
         "that ended in it; KV use, waiting and preemptions from the server's /metrics."
     )
     out.append("")
+    header, rows = replica_table(model.steps)
+    if rows:
+        out += ["### Per replica", "", markdown_table(header, rows), ""]
     verdicts = [f"- {line}" for line in map(decided_line, model.steps)] or ["No steps in this run."]
     out += ["## Verdicts", "", *verdicts, ""]
     warnings = flag_warnings(model.steps)

@@ -23,6 +23,7 @@ __all__ = [
     "markdown_table",
     "no_knee_sentence",
     "prediction_sentence",
+    "replica_table",
     "scrape_target_lines",
     "slo_search_table",
     "step_cells",
@@ -217,6 +218,34 @@ def step_cells(step: dict[str, Any]) -> list[str]:
         fmt(_g(srv, "preemptions", "increase"), 0),
         _verdict_name(step),
     ]
+
+
+def replica_table(steps: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """Each replica's own figures and verdict per step, for a run that scraped several (the
+    steps table's KV use is their mean: a full replica beside an empty one reads half full).
+    No rows for one server."""
+    header = ["step", "load", "replica", "KV use mean/max", "running", "waiting", "preempt", "verdict"]
+    rows = []
+    for step in steps:
+        replicas = step.get("server_replicas") or {}
+        if len(replicas) < 2:
+            continue
+        judged = (step.get("verdict") or {}).get("replicas") or {}
+        for url, srv in sorted(replicas.items()):
+            kv_mean, kv_max = _g(srv, "kv_cache_usage_ratio", "mean"), _g(srv, "kv_cache_usage_ratio", "max")
+            rows.append(
+                [
+                    str(step.get("index", "")),
+                    load_label(step),
+                    url,
+                    "-" if kv_mean is None and kv_max is None else f"{fmt(kv_mean, 2)}/{fmt(kv_max, 2)}",
+                    fmt(_g(srv, "requests_running", "mean")),
+                    fmt(_g(srv, "requests_waiting", "mean")),
+                    fmt(_g(srv, "preemptions", "increase"), 0),
+                    (judged.get(url) or {}).get("bottleneck") or "-",
+                ]
+            )
+    return header, rows
 
 
 def text_table(header: Iterable[str], rows: list[list[str]], left: int = 2) -> str:
