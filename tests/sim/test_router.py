@@ -55,6 +55,7 @@ def test_random_is_seeded() -> None:
         (["--replicas", "2", "--routing", "weighted:1"], "--routing: expected weighted:W1,...,W2"),
         (["--replicas", "2", "--routing", "spiral"], "--routing: expected one of round_robin"),
         (["--replicas", "0"], "--replicas: expected a positive integer"),
+        (["--routing", "weighted:9,1"], "routes between replicas: give --replicas 2 or more"),  # walkthrough
     ],
 )
 def test_bad_fleet_options_are_one_line(args: list[str], needle: str) -> None:

@@ -114,7 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--routing",
         default="round_robin",
-        help="how the router picks a replica: round_robin, random, least_requests or weighted:W1,W2,...",
+        help="how the router picks a replica: round_robin (default), random, least_requests or "
+        "weighted:W1,W2,... (one weight per replica)",
     )
     f = p.add_argument_group("fault injection (per-request rates, seeded by --seed)")
     f.add_argument("--http-500-rate", type=float, default=0.0, help="share of requests answered HTTP 500")
@@ -253,8 +254,11 @@ def main(argv: list[str] | None = None) -> int:
     from tokenload.sim.router import parse_routing
 
     if args.list_profiles:
+        from tokenload.sim.profile import load_profile
+
         for name in list_profiles():
-            print(name)
+            prof = load_profile(name)
+            print(f"{name:<24} {prof.gpu.name}, {prof.model.name}")
         return 0
     from tokenload.sim.engine import SimEngine
     from tokenload.sim.faults import FaultConfig, FaultPlan

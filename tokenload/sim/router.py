@@ -40,6 +40,8 @@ def parse_routing(text: str, replicas: int) -> tuple[str, tuple[float, ...]]:
             weights = ()
         if len(weights) == replicas and all(w >= 0 for w in weights) and sum(weights) > 0:
             return name, weights
+        if replicas == 1:
+            raise ValueError(f"--routing: {text!r} routes between replicas: give --replicas 2 or more")
         raise ValueError(
             f"--routing: expected weighted:W1,...,W{replicas} (one weight >= 0 per replica), got {text!r}"
         )
