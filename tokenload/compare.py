@@ -50,6 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--out", default=None, help="write the comparison here (.json: JSON; else markdown)")
     p.add_argument("--json", action="store_true", help="print the comparison as one JSON object")
+    p.add_argument(
+        "--allow-workload-change",
+        action="store_true",
+        help="compare B though it sent other requests than A (e.g. the same workload file at another path); "
+        "the differences are listed with the configuration's",
+    )
     p.add_argument("--seed", type=int, default=0, help="the bootstrap's random seed (default 0)")
     p.add_argument(
         "--confidence", type=float, default=CONFIDENCE, help="noise interval coverage (default 0.99)"
@@ -86,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             confidence=args.confidence,
             seed=args.seed,
             baselines=extra,
+            allow_workload_change=args.allow_workload_change,
         )
     except (ReportError, ValueError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)

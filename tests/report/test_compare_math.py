@@ -240,6 +240,16 @@ def test_runs_that_sent_other_requests_are_not_compared() -> None:
     other = {**make_run(3, 50)[0], "config": {"prompt_tokens": "128"}, "model": "another"}
     with pytest.raises(ValueError, match=r"A and baseline run 1 sent different requests \(model \(served\)"):
         compare_runs(a, ra, b, rb, baselines=[other])
+    # On purpose (the same workload file at another path): B is compared, the change listed;
+    # a baseline repeat still has to be one.
+    moved = {**b, "config": {"prompt_tokens": "128", "workload_file": "/elsewhere/w.yaml"}}
+    a["config"]["workload_file"] = "/here/w.yaml"
+    with pytest.raises(ValueError, match="--allow-workload-change"):
+        compare_runs(a, ra, moved, rb)
+    c = compare_runs(a, ra, moved, rb, allow_workload_change=True)
+    assert c.steps and c.config_diff["workload_file"] == ("/here/w.yaml", "/elsewhere/w.yaml")
+    with pytest.raises(ValueError, match="baseline run 1 sent different requests"):
+        compare_runs(a, ra, moved, rb, baselines=[moved], allow_workload_change=True)
 
 
 def test_rates_are_judged_against_the_baseline_runs_too() -> None:

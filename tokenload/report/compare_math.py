@@ -321,9 +321,12 @@ def compare_runs(
     seed: int = 0,
     rounds: int = BOOTSTRAP_ROUNDS,
     baselines: list[dict[str, Any]] | None = None,
+    allow_workload_change: bool = False,
 ) -> Comparison:
     """Every step of A matched by load to a step of B, each metric judged by the module's rule.
-    ``baselines``: summaries of further runs of A's configuration (run-to-run noise)."""
+    ``baselines``: summaries of further runs of A's configuration (run-to-run noise), which
+    must have sent A's requests; B may send others only with ``allow_workload_change`` (the same
+    workload file at another path, a change of workload on purpose: listed in the config diff)."""
     if not (tolerance >= 0 and math.isfinite(tolerance)):
         raise ValueError(f"--tolerance: expected a relative change >= 0 (0.1 = 10 %), got {tolerance:g}")
     # A prediction has no options (tokenload plan --out writes none): no configuration to compare.
@@ -340,11 +343,11 @@ def compare_runs(
         changed = workload_differences(cfg_a, other.get("config") or {}, per_step)
         if k != "B" and summary_a.get("model") and other.get("model") not in (None, summary_a["model"]):
             changed["model (served)"] = (summary_a["model"], other["model"])  # not a repeat of A
-        if changed:
+        if changed and not (k == "B" and allow_workload_change):
             what = "; ".join(f"{key}: {a!r} -> {b!r}" for key, (a, b) in changed.items())
             raise ValueError(
                 f"A and {k} sent different requests ({what}): a change would be the workload's, not "
-                "the server's; compare runs of one workload"
+                "the server's; compare runs of one workload (--allow-workload-change for B on purpose)"
             )
     rng = np.random.default_rng(seed)
     mixed_token_counts = tokens_by_arrival(summary_a) != tokens_by_arrival(summary_b)
