@@ -176,6 +176,15 @@ def main(argv: list[str] | None = None) -> int:
         _fail(f"--draws: expected 1 to 100 draws, got {args.draws}")
     if args.prefix_tokens < 0 or args.prefix_groups < 1:
         _fail("--prefix-tokens: expected >= 0 tokens, --prefix-groups >= 1")
+    if args.prefix_tokens:
+        from tokenload.workload.lengths import parse_length_spec, prefix_misfit
+
+        why = prefix_misfit(parse_length_spec(args.prompt_tokens, "--prompt-tokens"), args.prefix_tokens)
+        if why is not None:  # as a workload file's shared prefix is checked (workload.spec)
+            _fail(
+                f"--prompt-tokens: every prompt starts with the shared prefix (--prefix-tokens "
+                f"{args.prefix_tokens}) and needs a part of its own, but {why}"
+            )
     try:
         profile, config = sim_main.engine_from_text(args.sim_args, offline=True)
     except ValueError as exc:
@@ -305,12 +314,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     if spread is not None:
         _print_spread(spread, steps)
-    if knee:
-        users, rate = knee["last_unsaturated_concurrency"], knee["last_unsaturated_rate_rps"]
-        last = f"{users} user{'s' if users != 1 else ''}" if users else f"{rate:g} req/s" if rate else "-"
-        print(f"knee: step {knee['step']} ({knee['bottleneck']}); last unsaturated: {last}")
-    else:
-        print("knee: not reached: no saturated step the next load confirms")
+    from tokenload.report.model import knee_sentence
+
+    print(f"predicted: {knee_sentence({'steps': steps, 'knee': knee})}")  # the reports' headline
     if capacity_model is not None:
         from tokenload.report.markdown import capacity_lines
 

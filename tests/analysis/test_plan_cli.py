@@ -55,6 +55,8 @@ def test_plan_bad_input_is_one_line() -> None:
         # Walkthrough: a fleet or a fault in --sim-args was ignored, its label kept in the output.
         ["--concurrency", "2", "--sim-args", "--replicas 2 --routing weighted:9,1"],
         ["--concurrency", "2", "--sim-args", "--http-500-rate 0.5"],
+        # Review: prompts no longer than the shared prefix, refused as a workload file's are.
+        ["--concurrency", "2", "--prefix-tokens", "512", "--prompt-tokens", "128"],
     ]
     for args in cases:
         out = _plan(*args)

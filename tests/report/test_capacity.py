@@ -174,8 +174,10 @@ def test_a_fleets_capacity_is_shared_by_the_replicas_scraped() -> None:
     cap = find_capacity([step(0, 4, 100, 10, rps=2.5)], parse_slo("ttft_p95_ms=500"))
     assert cap is not None
     fleet = [{"index": 0, "server_replicas": {"http://a/metrics": {}, "http://b/metrics": {}}}]
-    assert replicas_scraped(fleet, cap) == 2 and replicas_scraped([{"index": 0}], cap) == 1
-    plan = replicas_needed(cap, Target("users", 100.0), 0.2, replicas_scraped(fleet, cap))
+    assert replicas_scraped(fleet) == 2 and replicas_scraped([{"index": 0}]) == 1
+    # A scrape that failed at the capacity step leaves the fleet as large (review finding).
+    assert replicas_scraped([{"index": 0, "server_replicas": {"http://a/metrics": {}}}, fleet[0]]) == 2
+    plan = replicas_needed(cap, Target("users", 100.0), 0.2, replicas_scraped(fleet))
     assert plan.replicas == 60 and plan.per_replica == 2.0  # 100 / (4 / 2) x 1.2
     assert (
         "(4 users / 2 replicas scraped) per replica" in plan.formula

@@ -251,9 +251,9 @@ def test_the_reports_say_what_the_search_found_and_why_the_run_stopped() -> None
     md, html = render_markdown(model), render_html(model)
     for text in (md, html):
         assert "knee search: not_saturated, not saturated up to 4 users (2 steps)" in text
-        assert "stopped early: not saturated up to --knee-max 4 users" in text
+        assert "stopped: not saturated up to --knee-max 4 users" in text
     plain = build_model(summary([step(0, 1, 100, 30)]), [], [])
-    assert "stopped early" not in render_markdown(plain) and "knee search" not in render_html(plain)
+    assert "stopped:" not in render_markdown(plain) and "knee search" not in render_html(plain)
 
 
 def test_a_knee_search_names_the_drifting_steps_it_steered_by() -> None:
@@ -272,7 +272,7 @@ def test_a_knee_search_names_the_drifting_steps_it_steered_by() -> None:
     )
     assert search_lines({"search": search}) == [
         "knee search: undecided, no bracket (1 step)",
-        "stopped early: the step at 8 users could not be judged",
+        "stopped: the step at 8 users could not be judged",
     ]
 
 

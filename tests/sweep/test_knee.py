@@ -55,8 +55,8 @@ def test_an_slo_broken_twice_in_a_row_stops_a_staircase(tmp_path: Path) -> None:
     s = _summary(run_dir)
     assert [st["concurrency"] for st in s["steps"]] == [1, 2]
     assert "--stop-slo: 2 steps in a row" in s["search"]["stop_reason"]
-    assert "stopped early: --stop-slo" in out.stdout and out.stdout.count("stopping: ") <= 1
-    assert "stopped early: --stop-slo: 2 steps in a row" in (run_dir / "report.md").read_text()
+    assert "stopped: --stop-slo" in out.stdout and (out.stdout + out.stderr).count("stopping: ") == 1
+    assert "stopped: --stop-slo: 2 steps in a row" in (run_dir / "report.md").read_text()
     command = next(x for x in (run_dir / "report.md").read_text().splitlines() if "equivalent command" in x)
     assert "--stop-slo ttft_p50_ms=1" in command and "--rate" not in command, command
 

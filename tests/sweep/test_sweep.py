@@ -151,13 +151,15 @@ def test_an_open_loop_ends_while_its_users_still_make_prompts(tmp_path: Path) ->
     # the arrivals that had waited for a free user. (Bounded by the subprocess timeout: a run
     # that hangs fails here.)
     run_dir = tmp_path / "run"
-    out = sweep("--sim-args=--tokenize-delay-s 0.5", "--shape", "rate", "--rate", "2", "--step-duration",
+    out = sweep("--sim-args=--tokenize-delay-s 0.5", "--shape", "rate", "--rate", "4", "--step-duration",
                 "4", "--warmup", "1", "--workers", "0", "--out", str(run_dir), timeout=90)  # fmt: skip
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    # One prompt made every 0.5 s (the emulator answers /tokenize in turn), 4 arrivals a second:
+    # most arrivals wait for a user whose prompt is ready.
     step = json.loads((run_dir / "summary.json").read_text())["steps"][0]
-    if "pool_exhausted" in step["flags"]:
-        assert "(flagged pool_exhausted" in (run_dir / "report.md").read_text()
-        assert "(pool_exhausted)" in out.stdout
+    assert "pool_exhausted" in step["flags"], step["flags"]
+    assert "(flagged pool_exhausted" in (run_dir / "report.md").read_text()
+    assert "(pool_exhausted)" in out.stdout
 
 
 def test_a_run_directory_with_a_comma_is_refused_before_any_load(tmp_path: Path) -> None:

@@ -127,3 +127,20 @@ def test_a_knee_search_says_its_bracket_and_when_the_summary_judges_otherwise(
         "knee search: found, between 3 and 4 users (2 steps); judged again on the complete steps, no step"
         in out
     )
+
+
+def test_no_knee_is_not_claimed_above_a_step_that_could_not_be_judged() -> None:
+    # Review: a knee search stopped 'undecided' at 16 users (a lost worker) opened its report
+    # with "Not saturated at any step up to 16 users: raise the load".
+    from tokenload.report.tables import no_knee_sentence
+
+    lost = {"bottleneck": "unknown", "saturated": False}
+    steps = [{"index": 0, "concurrency": 4, "verdict": {"bottleneck": "none"}},
+             {"index": 1, "concurrency": 16, "verdict": lost}]  # fmt: skip
+    text = no_knee_sentence({"steps": steps, "search": {"shape": "knee"}})
+    assert text.startswith(
+        "Not saturated at any judged step up to 4 users; step 1 (16 users) could not be judged"
+    )
+    assert "raise the load" not in text
+    steps[1]["verdict"] = {"bottleneck": "client", "saturated": False}
+    assert "step 1 (16 users) could not be judged" in no_knee_sentence({"steps": steps})

@@ -91,3 +91,16 @@ def test_a_step_that_could_not_be_judged_stops_the_search_and_says_why() -> None
     shape.next_step(1, [{"concurrency": 1, "verdict": {"bottleneck": "none"}}])
     shape.next_step(2, [{"concurrency": 4, "verdict": {"bottleneck": "unknown", "saturated": True}}])
     assert (shape.lo, shape.hi) == (1, 4)
+
+
+def test_the_recorded_options_keep_no_url_credentials() -> None:
+    # Review: the test of redact() alone would pass with _record_result not calling it.
+    class Recorded(KneeShape):
+        ctx = SimpleNamespace(plan=SimpleNamespace(search=None))  # type: ignore[assignment]
+
+    shape = Recorded()
+    opts = SimpleNamespace(metrics_url=["http://u:pw@10.0.0.6:8000/metrics"], knee_max=64)
+    shape.runner = SimpleNamespace(environment=SimpleNamespace(parsed_options=opts))
+    shape._record_result()
+    argv = shape.ctx.plan.search["argv"]
+    assert argv == ["--metrics-url", "http://***@10.0.0.6:8000/metrics", "--knee-max", "64"], argv

@@ -154,6 +154,13 @@ def test_round_trip(tmp_path: Path) -> None:
             "needs a part of its own, but the longest uniform:64-512 can draw is 512 tokens",
         ),
         (
+            # Review: an unbounded spread passed and failed the run after 100 redraws.
+            "workload:\n  kind: shared_prefix\n  input_tokens: normal:100,10\n  prefix: {tokens: 512}\n",
+            "{f}: workload.input_tokens: every prompt starts with the shared prefix (prefix.tokens 512) and "
+            "needs a part of its own, but normal:100,10's mean is 100 tokens: half its draws or more would "
+            "be drawn again",
+        ),
+        (
             "workload:\n  kind: shared_prefix\n  prefix: 5\n",
             "{f}: workload.prefix: expected a mapping of settings, got 5",
         ),

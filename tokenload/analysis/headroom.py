@@ -298,7 +298,7 @@ def batch_room(sig: StepSignals, th: Thresholds) -> tuple[float, str, str, float
             room, metric, value = ceiling, "requests_running max", sig.running_max
             why = (
                 f"requests wait (mean {sig.waiting_mean:.2f}) while running peaks at "
-                f"{sig.running_max:.0f} of {sig.users:.0f} users"
+                f"{sig.running_max:.0f} of {sig.users:g} users"
             )
     cap = cap_room(sig)
     if cap is not None and cap < room:

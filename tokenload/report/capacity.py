@@ -365,11 +365,12 @@ class ReplicaPlan:
         }
 
 
-def replicas_scraped(steps: list[dict[str, Any]], capacity: Capacity) -> int:
-    """The replicas whose figures the capacity step holds (``server_replicas``; 1 for one
-    server): the ones its load was spread over, when every replica behind the target was scraped."""
-    step = next((st for st in steps if st.get("index") == capacity.step_index), None) or {}
-    return max(1, len(step.get("server_replicas") or {}))
+def replicas_scraped(steps: list[dict[str, Any]]) -> int:
+    """The replicas the run's load was spread over: the most whose figures any step holds
+    (``server_replicas``; 1 for one server), when every replica behind the target was scraped.
+    The most, not the capacity step's own count: a scrape that failed there leaves the fleet as
+    large."""
+    return max((len(st.get("server_replicas") or {}) for st in steps), default=0) or 1
 
 
 def replicas_needed(

@@ -64,6 +64,7 @@ from tokenload.report.noise import (
     spread,
     widen_interval,
 )
+from tokenload.report.redact import redact
 from tokenload.results.prediction import prediction_label
 
 __all__ = [
@@ -331,7 +332,12 @@ def compare_runs(
         raise ValueError(f"--tolerance: expected a relative change >= 0 (0.1 = 10 %), got {tolerance:g}")
     # A prediction has no options (tokenload plan --out writes none): no configuration to compare.
     cfg_a, cfg_b = summary_a.get("config") or {}, summary_b.get("config") or {}
-    diff = config_differences(cfg_a, cfg_b) if cfg_a and cfg_b else {}
+    # Through redact: a run recorded before its config was (URLs with credentials) shows none.
+    diff = (
+        {k: (redact(a, k), redact(b, k)) for k, (a, b) in config_differences(cfg_a, cfg_b).items()}
+        if (cfg_a and cfg_b)
+        else {}
+    )
     if summary_a.get("model") and summary_b.get("model") and summary_a["model"] != summary_b["model"]:
         diff["model (served)"] = (summary_a["model"], summary_b["model"])
     # A context sweep's steps carry their own prompt length, which matching already compares.

@@ -15,6 +15,7 @@ from tokenload.cli_args import OneLineParser
 from tokenload.report.capacity import SLOError, add_capacity_options, capacity_options
 from tokenload.report.markdown import capacity_lines
 from tokenload.report.rundir import ReportError
+from tokenload.report.search_text import search_lines
 from tokenload.report.tables import COLUMNS, prediction_sentence, step_cells, text_table
 from tokenload.report.writer import load_and_model, write_model
 
@@ -70,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     print(text_table(COLUMNS, [step_cells(s) for s in model.steps]))
     print()
     print(model.knee_sentence())
+    for line in search_lines(model.summary):  # as sweep's console and report.md say them
+        print(line)
     for line in capacity_lines(model) if (slo or target) else []:
         print(line)
     if run.skipped_lines:

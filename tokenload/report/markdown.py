@@ -73,7 +73,7 @@ def capacity_lines(model: ReportModel) -> list[str]:
     else:
         unit = cap.load_unit
         seen = "measured" if prediction_label(model.summary) is None else "predicted"
-        n = replicas_scraped(model.steps, cap)
+        n = replicas_scraped(model.steps)
         whose = "per replica" if n == 1 else f"of the {n} replicas scraped, together"
         lines.append(
             f"Capacity {whose}: {cap.load:g} {unit} (step {cap.step_index}; {cap.basis}): "

@@ -57,9 +57,10 @@ def _is_loopback(host: str) -> bool:
 def reconstructed_command(summary: dict[str, Any]) -> str:
     """A ``tokenload sweep`` line equivalent to the run, from what summary.json records: the
     target (the built-in emulator by its arguments, not the port it had), the shape and its loads
-    as the steps ran them, quoted for a POSIX shell. The step timing is read back from the steps,
-    so it is approximate; the shape's own options (a knee search's bounds, a trace file, stop
-    rules) come from ``search.argv``."""
+    as the steps ran them, quoted for a POSIX shell. Every option the run was given comes from
+    ``search.argv`` (step timing, lengths, the scrape, a knee search's bounds, a trace file, stop
+    rules; URLs without their credentials, which a rerun must give again); a run recorded before
+    it has its step timing read back from the steps (approximate) and the sweep's defaults."""
     steps = summary.get("steps") or []
     cfg = dict(summary.get("config") or {})
     search = summary.get("search") or {}
@@ -253,7 +254,7 @@ def build_model(
             plan_error = "no step meets the SLO: no per-replica capacity to plan with"
         else:
             try:
-                plan = replicas_needed(capacity, target, headroom, replicas_scraped(steps, capacity))
+                plan = replicas_needed(capacity, target, headroom, replicas_scraped(steps))
             except ValueError as exc:
                 plan_error = str(exc)
     return ReportModel(

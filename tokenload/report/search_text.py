@@ -52,5 +52,5 @@ def search_lines(summary: dict[str, Any]) -> list[str]:
         n = len(search.get("probes") or [])
         lines.append(f"slo search: {search.get('outcome')}; {found} ({n} probe{'s' * (n != 1)})")
     if search.get("stop_reason"):
-        lines.append(f"stopped early: {search['stop_reason']}")
+        lines.append(f"stopped: {search['stop_reason']}")
     return lines

@@ -321,13 +321,39 @@ def failure_counts(
     return header, rows
 
 
+def _judged(step: dict[str, Any]) -> bool:
+    """A step judged as the server's (not the client's, and not left unknown unsaturated): the
+    steps a knee is looked for in (tokenload.analysis.knee)."""
+    v = step.get("verdict")
+    if not v:
+        return True  # no verdict recorded: nothing says it was not judged
+    name = v.get("bottleneck")
+    return name != "client" and not (name == "unknown" and not v.get("saturated"))
+
+
 def no_knee_sentence(summary: dict[str, Any]) -> str:
     """Why a run has no knee: a context sweep has none to find (one load, longer prompts step by
-    step: it measures the cost of length); any other run was not saturated up to its highest load."""
-    if (summary.get("search") or {}).get("shape") == "context_sweep":
+    step: it measures the cost of length); steps that could not be judged say nothing either way
+    (the highest judged load is the claim, and the unjudged ones are named); any other run was
+    not saturated up to its highest load."""
+    search = summary.get("search") or {}
+    if search.get("shape") == "context_sweep":
         return "A context sweep: one load, prompt length changing by step (no knee to find)."
     steps = summary.get("steps") or []  # a search's are in the order it probed them
-    top = max(steps, key=lambda s: s.get("concurrency") or s.get("target_rate_rps") or 0, default=None)
+
+    def load(s: dict[str, Any]) -> float:
+        return s.get("concurrency") or s.get("target_rate_rps") or 0
+
+    judged = [s for s in steps if _judged(s)]
+    top = max(judged, key=load, default=None)
+    above = [s for s in steps if not _judged(s) and (top is None or load(s) > load(top))]
+    if above:
+        names = ", ".join(f"step {s.get('index')} ({load_label(s)})" for s in above)
+        upto = f" up to {load_label(top)}" if top else ""
+        return (
+            f"Not saturated at any judged step{upto}; {names} could not be judged (see its verdict): "
+            "no knee can be claimed above it."
+        )
     upto = f" up to {load_label(top)}" if top else ""
     return f"Not saturated at any step{upto}: raise the load to find the knee."
 

@@ -33,6 +33,7 @@ __all__ = [
     "fitting_lengths",
     "parse_length_spec",
     "parse_seconds_spec",
+    "prefix_misfit",
     "stream_for",
 ]
 
@@ -224,6 +225,19 @@ def _discrete_mean(cdf: Callable[[float], float], top: int, normalise: bool = Tr
         prev = cur
     kept = 1.0 - cdf(0.5)
     return total / kept if normalise else total
+
+
+def prefix_misfit(dist: Distribution, prefix_tokens: int) -> str | None:
+    """Why prompts of ``dist`` cannot each be a shared prefix of ``prefix_tokens`` and a part of
+    their own, or None: the longest it can draw is no longer than the prefix, or (unbounded:
+    normal, lognormal) its mean is not, so half its draws or more (the median is at or below the
+    mean) would be drawn again."""
+    most = dist.most()
+    if most is not None and most <= prefix_tokens:
+        return f"the longest {dist.spec} can draw is {most} tokens"
+    if most is None and dist.mean() <= prefix_tokens:
+        return f"{dist.spec}'s mean is {dist.mean():.0f} tokens: half its draws or more would be drawn again"
+    return None
 
 
 #: Draws of an (input, output) pair that does not fit the model's context before a run stops.

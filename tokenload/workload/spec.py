@@ -24,7 +24,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from tokenload.workload.errors import WorkloadError, describe, read_text
-from tokenload.workload.lengths import Distribution, parse_length_spec, parse_seconds_spec
+from tokenload.workload.lengths import Distribution, parse_length_spec, parse_seconds_spec, prefix_misfit
 
 __all__ = [
     "ConversationSpec",
@@ -231,13 +231,13 @@ class WorkloadSpec(_Strict):
             )
         if kind == "shared_prefix":
             prefix = self.prefix_spec.tokens
-            most = self.input_distribution().most()
-            if most is not None and most <= prefix:
+            why = prefix_misfit(self.input_distribution(), prefix)
+            if why is not None:
                 raise PydanticCustomError(
                     "section",
                     "input_tokens: every prompt starts with the shared prefix (prefix.tokens {prefix}) and "
-                    "needs a part of its own, but the longest {spec} can draw is {most} tokens",
-                    {"prefix": prefix, "spec": self.input_tokens, "most": most},
+                    "needs a part of its own, but {why}",
+                    {"prefix": prefix, "why": why},
                 )
         if self.length_method == "token_ids":
             if self.vocab_size is None:
