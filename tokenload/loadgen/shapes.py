@@ -35,6 +35,7 @@ import math
 import time
 from typing import Any
 
+from tokenload.analysis.knee import judged_as_server
 from tokenload.loadgen import plugin
 from tokenload.loadgen.option_table import forwarded_argv, option_value
 from tokenload.loadgen.pacing import OPEN_LOOP_OPTION
@@ -48,6 +49,7 @@ from tokenload.loadgen.steps import (
     staircase,
 )
 from tokenload.report.redact import redact
+from tokenload.report.tables import users
 
 __all__ = ["ContextSweepShape", "KneeShape", "RateShape", "StaircaseShape", "StepShape"]
 
@@ -436,19 +438,18 @@ class KneeShape(StepShape):
                 "flags": list(last.get("flags") or []),
             }
         )
-        if name == "unknown" and not verdict.get("saturated"):
-            # Neither side of the bracket: the step could not be judged, so the search cannot go on.
-            missing = next((e.get("rule") for e in verdict.get("evidence") or [] if e.get("rule")), None)
-            self.outcome = "undecided"
-            users = f"{conc} user{'s' * (conc != 1)}"
-            self.stop_reason = f"the step at {users} could not be judged" + (
-                f" ({missing})" if missing else ""
-            )
-            return None
         if name == "client":
             self.outcome = "client_bound"
             self.stop_reason = (
-                f"the client could not keep up at {conc} users: add workers (--workers) before judging"
+                f"the client could not keep up at {users(conc)}: add workers (--workers) before judging"
+            )
+            return None
+        if not judged_as_server(verdict):
+            # Neither side of the bracket: the step could not be judged, so the search cannot go on.
+            missing = next((e.get("rule") for e in verdict.get("evidence") or [] if e.get("rule")), None)
+            self.outcome = "undecided"
+            self.stop_reason = f"the step at {users(conc)} could not be judged" + (
+                f" ({missing})" if missing else ""
             )
             return None
         if name == "none":
@@ -463,7 +464,7 @@ class KneeShape(StepShape):
             return self._step_of(index, min(cap, max(conc + 1, math.ceil(conc * factor))), probe=True)
         if self.lo is None:
             self.outcome = "saturated_at_start"
-            self.stop_reason = f"already saturated at the first step ({self.hi} users): lower --knee-start"
+            self.stop_reason = f"already saturated at the first step ({users(self.hi)}): lower --knee-start"
             return None
         if self.hi / self.lo <= resolution or self.hi - self.lo <= 1:
             self.outcome = "found"

@@ -34,7 +34,7 @@ from tokenload.report.capacity import (
     search_capacity,
 )
 from tokenload.report.redact import redact
-from tokenload.report.tables import load_label, no_knee_sentence
+from tokenload.report.tables import load_label, no_knee_sentence, users
 
 __all__ = ["ReportModel", "build_model", "knee_sentence", "reconstructed_command", "refresh_verdicts"]
 
@@ -163,7 +163,7 @@ def knee_sentence(summary: dict[str, Any]) -> str:
     if before is None and knee.get("last_unsaturated_rate_rps") is not None:
         prev = f"; the last unsaturated step ran {knee['last_unsaturated_rate_rps']:g} req/s"
     else:
-        prev = f"; the last unsaturated step ran {before} users" if before is not None else ""
+        prev = f"; the last unsaturated step ran {users(before)}" if before is not None else ""
     if knee["bottleneck"] == "errors":  # no resource ran out: the requests failed
         failed, dominant = failures(step)
         share = "its requests" if failed is None else f"{failed:.0%} of its requests"

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tokenload.report.tables import users
+
 __all__ = ["search_lines"]
 
 
@@ -16,11 +18,11 @@ def search_lines(summary: dict[str, Any]) -> list[str]:
     if search.get("shape") == "knee":
         lo, hi = search.get("last_unsaturated_concurrency"), search.get("first_saturated_concurrency")
         where = (
-            f"between {lo} and {hi} users"
+            f"between {lo} and {users(hi)}"
             if lo is not None and hi is not None
-            else f"saturated from {hi} users"
+            else f"saturated from {users(hi)}"
             if hi is not None
-            else f"not saturated up to {lo} users"
+            else f"not saturated up to {users(lo)}"
             if lo is not None
             else "no bracket"
         )

@@ -8,6 +8,8 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+from tokenload.analysis.knee import judged_as_server
+from tokenload.analysis.signals import load_of
 from tokenload.results.prediction import prediction_label, prediction_profile
 
 __all__ = [
@@ -78,12 +80,16 @@ def _g(d: Any, *path: str) -> Any:
     return d
 
 
+def users(n: Any) -> str:
+    """A count of users as a person reads it: '1 user', '8 users'."""
+    return f"{n} user" + ("" if n == 1 else "s")
+
+
 def load_label(step: dict[str, Any]) -> str:
     """A step's load as a person reads it; a context sweep's step adds its prompt length."""
     prompt = f", prompt {step['prompt_tokens']}" if step.get("prompt_tokens") else ""
     if step.get("concurrency") is not None:
-        n = step["concurrency"]
-        return f"{n} user" + ("" if n == 1 else "s") + prompt
+        return users(step["concurrency"]) + prompt
     rate = step.get("target_rate_rps")
     return "-" if rate is None else f"{rate:g} req/s{prompt}"
 
@@ -321,16 +327,6 @@ def failure_counts(
     return header, rows
 
 
-def _judged(step: dict[str, Any]) -> bool:
-    """A step judged as the server's (not the client's, and not left unknown unsaturated): the
-    steps a knee is looked for in (tokenload.analysis.knee)."""
-    v = step.get("verdict")
-    if not v:
-        return True  # no verdict recorded: nothing says it was not judged
-    name = v.get("bottleneck")
-    return name != "client" and not (name == "unknown" and not v.get("saturated"))
-
-
 def no_knee_sentence(summary: dict[str, Any]) -> str:
     """Why a run has no knee: a context sweep has none to find (one load, longer prompts step by
     step: it measures the cost of length); steps that could not be judged say nothing either way
@@ -340,13 +336,13 @@ def no_knee_sentence(summary: dict[str, Any]) -> str:
     if search.get("shape") == "context_sweep":
         return "A context sweep: one load, prompt length changing by step (no knee to find)."
     steps = summary.get("steps") or []  # a search's are in the order it probed them
-
-    def load(s: dict[str, Any]) -> float:
-        return s.get("concurrency") or s.get("target_rate_rps") or 0
-
-    judged = [s for s in steps if _judged(s)]
-    top = max(judged, key=load, default=None)
-    above = [s for s in steps if not _judged(s) and (top is None or load(s) > load(top))]
+    judged = [s for s in steps if judged_as_server(s.get("verdict"))]
+    top = max(judged, key=load_of, default=None)
+    above = [
+        s
+        for s in steps
+        if not judged_as_server(s.get("verdict")) and (top is None or load_of(s) > load_of(top))
+    ]
     if above:
         names = ", ".join(f"step {s.get('index')} ({load_label(s)})" for s in above)
         upto = f" up to {load_label(top)}" if top else ""
