@@ -34,6 +34,7 @@ from tokenload.loadgen.steps import (
 )
 from tokenload.report.model import knee_sentence
 from tokenload.report.search_text import search_lines
+from tokenload.report.workload_text import fit_lines
 from tokenload.results.rundir import check_new_run_dir, make_run_dir
 from tokenload.serving.process import ServerProcess
 
@@ -359,7 +360,7 @@ def print_steps(summary: dict[str, Any]) -> None:
 
 def print_findings(summary: dict[str, Any]) -> None:
     print("\n" + knee_sentence(summary))  # the report's headline, word for word
-    for line in search_lines(summary):
+    for line in search_lines(summary) + fit_lines(summary):
         print(line)
 
 

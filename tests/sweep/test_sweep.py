@@ -246,6 +246,12 @@ def test_staircase_against_the_emulator(tmp_path: Path, workers: int) -> None:
     # Requests started in a step's measured part are that step's; the rest are outside every step.
     measured = sum(s["requests"]["ok"] for s in steps)
     assert measured == sum(1 for r in records if r["phase"] == "measure")
+    # Every request was planned once (a user stopped between planning and sending may leave one
+    # planned, unsent); a fixed length that fits is never drawn again.
+    fit = summary["workload_fit"]
+    assert len(records) <= fit["planned"] <= len(records) + 8, (fit, len(records))
+    assert fit["redrawn_lengths"] == 0 and fit["clamped_output"] == 0
+    assert "Lengths drawn again" not in out.stdout
     assert (run_dir / "steps.csv").read_text().startswith("index,concurrency")
     assert "TTFT p50" in out.stdout and str(run_dir) in out.stdout
     # The shape ramps (and stops its users) fast on purpose: Locust's warning about it is not
@@ -271,6 +277,33 @@ def test_staircase_against_the_emulator(tmp_path: Path, workers: int) -> None:
         plan = json.loads(predicted.stdout)
         assert abs(plan["replicas"]["replicas"] - measured) <= 1, (plan["replicas"], report.stdout)
         assert plan["slo_capacity"]["load"] == 8
+
+
+def test_lengths_drawn_again_are_counted_and_said(tmp_path: Path) -> None:
+    """Lognormal outputs (CV ~0.5) against a server whose max_model_len cuts 40 % of them:
+    the draws that did not fit are drawn again (no request is refused for its length), and the
+    count comes from the worker process to summary.json, the console and both reports. Before,
+    the planner counted them and nothing read the count: the lengths sent were silently the
+    asked distribution without its tail."""
+    run_dir = tmp_path / "run"
+    out = sweep(
+        "--concurrency", "4", "--step-duration", "3", "--warmup", "1", "--prompt-tokens", "256",
+        "--output-tokens", "lognormal:mean=100,sigma=0.5", "--workers", "1", "--out", str(run_dir),
+        "--sim-args", "--profile h100-llama3.1-8b --max-model-len 356",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    fit = json.loads((run_dir / "summary.json").read_text())["workload_fit"]
+    records = read_records(run_dir)
+    assert records and all(r["requested_output_tokens"] + 256 <= 356 for r in records)
+    assert all(r["status"] == "ok" for r in records)
+    assert fit["max_model_len"] == 356 and len(records) <= fit["planned"] <= len(records) + 4
+    # P(lognormal(mean 100, sigma 0.5) > 100) is about 0.4: two redraws for three plans on
+    # average, none in 20 plans about once in 10^4 runs.
+    assert fit["planned"] >= 20 and fit["redrawn_lengths"] > 0, fit
+    said = f"Lengths drawn again: {fit['redrawn_lengths']:,} ("
+    assert said in out.stdout and "max_model_len of 356" in out.stdout
+    assert said in (run_dir / "report.md").read_text()
+    assert said in (run_dir / "report.html").read_text()
 
 
 def test_step_output_rate_counts_tokens_as_they_arrive(tmp_path: Path) -> None:

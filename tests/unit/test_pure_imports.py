@@ -42,6 +42,7 @@ PURE = [
     "tokenload.report.svg",
     "tokenload.report.tables",
     "tokenload.report.trace_text",
+    "tokenload.report.workload_text",
     "tokenload.results.run_inputs",
     "tokenload.results.summary",
     "tokenload.servermetrics.parse",

@@ -8,7 +8,7 @@ import pytest
 
 from tests.workload.toys import emulator
 from tokenload.workload.errors import WorkloadError
-from tokenload.workload.plan import RequestPlanner
+from tokenload.workload.plan import RequestPlanner, merge_fit
 from tokenload.workload.spec import parse_workload
 
 DATA = Path(__file__).parent / "data"
@@ -62,6 +62,9 @@ def test_lengths_that_never_fit_fail_up_front_and_rare_ones_are_redrawn() -> Non
     )
     assert all(planner.next().input_tokens <= 100 for _ in range(30))
     assert planner.redrawn_lengths > 0
+    fit = planner.fit_counts()
+    assert fit["planned"] == 30 and fit["redrawn_lengths"] == planner.redrawn_lengths
+    assert fit["max_model_len"] == 110
 
 
 def test_dataset_requests_skip_too_long_prompts() -> None:
@@ -72,6 +75,19 @@ def test_dataset_requests_skip_too_long_prompts() -> None:
     assert {r.source.rsplit(" ", 1)[1] for r in reqs} == {"1", "4", "6"}
     assert all(emulator(r.prompt) == r.input_tokens and r.input_tokens + r.max_tokens <= 40 for r in reqs)
     assert planner.stats.skipped_too_long == 1 and planner.stats.skipped_empty == 1
+    # Two workers' counts add up in summary.json's workload_fit (the largest max_model_len kept).
+    other = RequestPlanner(s, chat=False, count_tokens=emulator, max_model_len=60)
+    other.next()
+    fit = merge_fit([planner.fit_counts(), other.fit_counts(), {}])
+    assert fit == {
+        "planned": 7,
+        "redrawn_lengths": 0,
+        "clamped_output": 0,
+        "dataset_skipped_too_long": 1,
+        "dataset_skipped_empty": 2,
+        "max_model_len": 60,
+    }
+    assert merge_fit([{}]) is None
 
 
 def test_dataset_shards_across_workers() -> None:

@@ -40,6 +40,9 @@ class Fleet:
     #: On the master: each worker's :meth:`arrived_tokens` as of its latest report (lost workers'
     #: stay: their tokens did arrive).
     worker_arrived_tokens: dict[str, int] = field(default_factory=dict)
+    #: On the master: each worker's workload draw counts as of its latest report
+    #: (workload.plan.FIT_COUNTS; lost workers' stay).
+    worker_fit: dict[str, dict[str, int | None]] = field(default_factory=dict)
     #: On the master: every worker that sent a report.
     workers_seen: set[str] = field(default_factory=set)
     #: On the master: workers lost mid-run (loadgen/workers.py), for summary.json.

@@ -25,6 +25,7 @@ from tokenload.loadgen.pacing import Pacer
 from tokenload.loadgen.phases import StepTracker
 from tokenload.loadgen.step_plan import StepPlan
 from tokenload.loadgen.steps import Step
+from tokenload.loadgen.workload import fit_counts
 from tokenload.metrics.aggregate import LLMStats
 from tokenload.metrics.definitions import FORMULAS
 from tokenload.metrics.table import format_text, stats_rows
@@ -36,6 +37,7 @@ from tokenload.servermetrics.discovery import parse_spec
 from tokenload.servermetrics.prometheus_source import PrometheusSource
 from tokenload.servermetrics.scraper import Scraper
 from tokenload.servermetrics.summary import summarize_window
+from tokenload.workload.plan import merge_fit
 
 if TYPE_CHECKING:
     from tokenload.loadgen.exporter import Exporter
@@ -368,6 +370,9 @@ class RunContext:
             search=self.plan.search,
             trace=self.plan.trace,
             scrape_failures=self.scraper.failures if self.scraper is not None else None,
+            workload_fit=merge_fit(
+                [d for d in (fit_counts(self), *self.fleet.worker_fit.values()) if d]
+            ),
             scrape_targets=self.scraper.targets_summary() if self.scraper is not None else None,
         )
 

@@ -12,7 +12,8 @@ Master -> worker:
 
 Worker -> master: Locust's ``report_to_master`` payload gains a ``tokenload`` entry
 (:class:`WorkerReport`): the process's statistics and records since its last report (then
-cleared there), its per-step statistics, health samples and live counts. Records carry their own
+cleared there), its per-step statistics, health samples, live counts and what its workload
+planner did to the lengths it drew (``fit``, counts so far). Records carry their own
 ``request_id`` (worker name and a per-process sequence number), so the master can tell them
 apart whatever order reports arrive in.
 """
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 import gevent
 
-from tokenload.loadgen import exporter
+from tokenload.loadgen import exporter, workload
 from tokenload.loadgen.locust_private import send_report_now
 from tokenload.loadgen.phases import PHASE_MESSAGE
 from tokenload.metrics.aggregate import LLMStats
@@ -69,6 +70,8 @@ class WorkerReport(TypedDict):
     steps: dict[int, dict[str, Any]]
     health: dict[int, Any]
     live: dict[str, Any]
+    #: The worker's workload draw counts so far (workload.plan.FIT_COUNTS), None before any.
+    fit: dict[str, int | None] | None
 
 
 def live_workers(runner: MasterRunner) -> list[str]:
@@ -144,6 +147,7 @@ def fill_worker_report(ctx: RunContext, data: dict[str, Any]) -> None:
         "steps": ctx.steps.take_stats(),
         "health": health,
         "live": exporter.worker_report(ctx),
+        "fit": workload.fit_counts(ctx),
     }
     data["tokenload"] = report
     ctx.stats = LLMStats()
@@ -157,6 +161,8 @@ def take_worker_report(ctx: RunContext, client_id: str, report: WorkerReport) ->
     ctx.steps.merge_stats(report["steps"])
     ctx.steps.note_health(report["health"])
     exporter.note_worker(ctx, client_id, report.get("live"))
+    if report.get("fit"):
+        ctx.fleet.worker_fit[client_id] = report["fit"]
     for record in report["records"]:
         ctx.steps.note_completion(record)
     ctx.pending.extend(report["records"])

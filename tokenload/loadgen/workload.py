@@ -20,14 +20,14 @@ import gevent.lock
 
 from tokenload.client.http_stream import StreamTarget
 from tokenload.workload.errors import PromptCountError, WorkloadError
-from tokenload.workload.plan import RequestPlanner
+from tokenload.workload.plan import RequestPlanner, merge_fit
 from tokenload.workload.spec import WorkloadSpec, load_workload_file, parse_workload
 from tokenload.workload.tokenize_api import TokenizeClient
 
 if TYPE_CHECKING:
     from tokenload.loadgen.plugin import RunContext
 
-__all__ = ["load_spec", "planner_for"]
+__all__ = ["fit_counts", "load_spec", "planner_for"]
 
 log = logging.getLogger("tokenload")
 _lock = gevent.lock.Semaphore()
@@ -44,6 +44,11 @@ def load_spec(cfg: Any) -> WorkloadSpec:
         "length_method": cfg.length_method,
     }
     return parse_workload(data, source="options")
+
+
+def fit_counts(ctx: RunContext) -> dict[str, int | None] | None:
+    """What this process's planners did to the workload's draws (workload.plan.FIT_COUNTS)."""
+    return merge_fit([p.fit_counts() for p in list(ctx.cache.planners.values())])
 
 
 def planner_for(

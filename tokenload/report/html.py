@@ -35,6 +35,7 @@ from tokenload.report.tables import (
     what_if_table,
 )
 from tokenload.report.trace_text import trace_arrivals_table, trace_lines
+from tokenload.report.workload_text import fit_lines
 
 __all__ = ["render_html"]
 
@@ -173,7 +174,7 @@ def render_html(model: ReportModel) -> str:
         parts.append('<h3 id="intervals">Latencies with 95 % intervals</h3>')
         parts.append(_table(ci_header, ci_rows, left=2))
         parts.append(f'<p class="muted">{escape(INTERVAL_NOTE)}</p>')
-    warnings = flag_warnings(model.steps)
+    warnings = flag_warnings(model.steps) + fit_lines(model.summary)
     if warnings:
         parts.append('<h3 id="load-not-as-asked">Load not as asked</h3>')
         parts.append("<ul>" + "".join(f"<li>{escape(w)}</li>" for w in warnings) + "</ul>")

@@ -30,6 +30,7 @@ from tokenload.report.tables import (
     what_if_table,
 )
 from tokenload.report.trace_text import trace_arrivals_table, trace_lines
+from tokenload.report.workload_text import fit_lines
 from tokenload.results.prediction import prediction_label
 
 __all__ = ["SEARCH_NOTE", "capacity_lines", "render_markdown", "slo_rows"]
@@ -156,7 +157,7 @@ def render_markdown(model: ReportModel) -> str:
         out += ["### Per replica", "", markdown_table(header, rows), ""]
     verdicts = [f"- {line}" for line in map(decided_line, model.steps)] or ["No steps in this run."]
     out += ["## Verdicts", "", *verdicts, ""]
-    warnings = flag_warnings(model.steps)
+    warnings = flag_warnings(model.steps) + fit_lines(model.summary)
     if warnings:
         out += ["**Load not as asked:**", ""] + [f"- {w}" for w in warnings] + [""]
     ci_header, ci_rows = interval_table(model.steps)

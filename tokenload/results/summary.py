@@ -388,6 +388,7 @@ def build_summary(src: StepSources, facts: RunFacts, rows: list[dict[str, Any]])
         "trace": trace_block(facts.trace, steps),
         "scrape_failures": facts.scrape_failures,
         "scrape_targets": facts.scrape_targets,
+        "workload_fit": facts.workload_fit,
     }
 
 

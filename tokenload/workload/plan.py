@@ -21,7 +21,31 @@ from tokenload.workload.prefix import SharedPrefixes
 from tokenload.workload.seeds import derive_seed, stream_for
 from tokenload.workload.spec import WorkloadSpec
 
-__all__ = ["PlannedRequest", "RequestPlanner"]
+__all__ = ["FIT_COUNTS", "PlannedRequest", "RequestPlanner", "merge_fit"]
+
+#: What a planner did to the workload's draws, counted per process and summed over a run's
+#: workers into summary.json's ``workload_fit``: requests planned; (input, output) draws drawn
+#: again because they did not fit (prompt + output over the server's max_model_len, or a prompt
+#: no longer than the shared prefix); dataset outputs cut to fit; dataset items left out.
+FIT_COUNTS = (
+    "planned",
+    "redrawn_lengths",
+    "clamped_output",
+    "dataset_skipped_too_long",
+    "dataset_skipped_empty",
+)
+
+
+def merge_fit(blocks: Sequence[dict[str, int | None]]) -> dict[str, int | None] | None:
+    """The counts of several planners (or workers) added; ``max_model_len`` the largest seen.
+    None when no block planned anything."""
+    blocks = [b for b in blocks if b]
+    if not blocks:
+        return None
+    out: dict[str, int | None] = {k: sum(int(b.get(k) or 0) for b in blocks) for k in FIT_COUNTS}
+    lens = [int(v) for b in blocks if (v := b.get("max_model_len")) is not None]
+    out["max_model_len"] = max(lens) if lens else None
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +103,7 @@ class RequestPlanner:
         self.input_dist = spec.input_distribution()
         self.output_dist = spec.output_distribution()
         self.stats = DatasetStats()
+        self.planned = 0
         self.redrawn_lengths = 0
         self.clamped_output = 0
         self.prefixes: SharedPrefixes | None = None
@@ -137,6 +162,18 @@ class RequestPlanner:
         self.redrawn_lengths += redrawn
         return n_in, n_out
 
+    def fit_counts(self) -> dict[str, int | None]:
+        """What this planner did to the workload's draws so far (:data:`FIT_COUNTS`), and the
+        max_model_len it fitted them to."""
+        return {
+            "planned": self.planned,
+            "redrawn_lengths": self.redrawn_lengths,
+            "clamped_output": self.clamped_output,
+            "dataset_skipped_too_long": self.stats.skipped_too_long,
+            "dataset_skipped_empty": self.stats.skipped_empty,
+            "max_model_len": self.max_model_len,
+        }
+
     def next(self) -> PlannedRequest:
         """The next request (kinds synthetic, dataset and shared_prefix)."""
         kind = self.spec.kind
@@ -145,6 +182,7 @@ class RequestPlanner:
                 "kind conversation: run it with a ConversationUser (locustfiles/conversation.py); "
                 "this user sends single requests (the planner's new_conversation() drives turns)"
             )
+        self.planned += 1
         if kind == "dataset":
             assert self.pool is not None
             item, n = self.pool.next()

@@ -1,0 +1,42 @@
+"""What the workload planners did to the lengths they drew, in sentences: summary.json's
+``workload_fit``. A draw that did not fit was drawn again, so the lengths sent are the asked
+distribution cut where the server (or the shared prefix) stops it; said wherever it happened.
+The console, report.md and report.html print the same lines. Pure, no I/O."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["fit_lines"]
+
+
+def _share(n: int, of: int) -> str:
+    return f"{n:,}" + (f" ({100 * n / of:.1f} %)" if of else "")
+
+
+def fit_lines(summary: dict[str, Any]) -> list[str]:
+    """A sentence per way the lengths sent differ from the workload's draws; empty when none."""
+    d = summary.get("workload_fit") or {}
+    planned = int(d.get("planned") or 0)
+    limit = d.get("max_model_len")
+    over = f"the server's max_model_len of {limit}" if limit is not None else "the server's max_model_len"
+    lines = []
+    if redrawn := int(d.get("redrawn_lengths") or 0):
+        lines.append(
+            f"Lengths drawn again: {_share(redrawn, planned + redrawn)} of the workload's (input, output) "
+            f"draws did not fit (prompt + output over {over}, or a prompt no longer than the shared "
+            "prefix) and were drawn again: the lengths sent are the asked distribution cut there, with "
+            "less of its tail."
+        )
+    if clamped := int(d.get("clamped_output") or 0):
+        lines.append(
+            f"Outputs cut: {_share(clamped, planned)} dataset requests asked for fewer output tokens than "
+            f"drawn, so that prompt + output fit {over}."
+        )
+    long_, empty = int(d.get("dataset_skipped_too_long") or 0), int(d.get("dataset_skipped_empty") or 0)
+    if long_ or empty:
+        why = [f"{long_:,} too long for {over} (with room for an output)"] * bool(long_) + [
+            f"{empty:,} empty"
+        ] * bool(empty)
+        lines.append(f"Dataset items left out: {' and '.join(why)} (the run sent the others).")
+    return lines
