@@ -188,8 +188,9 @@ def results_markdown(result: dict) -> str:
             *rows,
             "",
             "What the client knows of its own error, per run: the share of first tokens read behind",
-            "later ones whose stamp they share (`coalesced_first_share`; above 1 % the step is flagged",
-            "`client_bound`), the TTFT error p99 of the other requests, and the run's flags:",
+            "later ones whose stamp they share (`coalesced_first_share`; above 1 % of them possibly later",
+            "than 10 ms, (k - 1) x TPOT, the step is flagged `client_bound`), the TTFT error p99 of the",
+            "other requests, and the run's flags:",
             "",
             "| streams | TTFT error p50 / p99 (ms) | coalesced first reads "
             "| TTFT error p99, not coalesced (ms) | client CPU share max | flags |",

@@ -228,10 +228,11 @@ def test_staircase_against_the_emulator(tmp_path: Path, workers: int) -> None:
             "loop_lag_ms_p99",
             "send_lag_ms_p99",
             "coalesced_first_share",
+            "coalesced_first_late_share",
             "coalesced_first_late_ms_max",
             "bound_by",
         }
-        assert 0.0 <= s["client"]["coalesced_first_share"] <= 1.0
+        assert 0.0 <= s["client"]["coalesced_first_late_share"] <= s["client"]["coalesced_first_share"] <= 1.0
         assert len(s["steady_state"]["ttft_p50_ms"]) == 2
         assert ("drifting" in s["flags"]) == bool(s["steady_state"]["drifting"])
         assert ("client_bound" in s["flags"]) == bool(s["client"]["bound_by"])

@@ -33,7 +33,11 @@ def rule_client(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> tuple
         ("cpu_percent_max", "> 90 % of the CPU the process may use (one core, or its cgroup quota)"),
         ("loop_lag_ms_p95", "> 10 ms"),
         ("send_lag_ms_p99", "> 10 ms"),
-        ("coalesced_first_share", "> 0.01 of first tokens read late behind later ones"),
+        ("coalesced_first_share", "first tokens read late behind later ones (not a limit)"),
+        (
+            "coalesced_first_late_share",
+            "> 0.01 of first tokens read behind later ones and possibly > 10 ms late",
+        ),
         ("coalesced_first_late_ms_max", "(k - 1) x TPOT: how late such a first token may be dated"),
     ):
         if c.get(k) is not None:

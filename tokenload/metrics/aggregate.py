@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokenload.metrics.definitions import coalesced_first_lateness_ms, is_short_output
+from tokenload.metrics.definitions import (
+    coalesced_first_is_late,
+    coalesced_first_lateness_ms,
+    is_short_output,
+)
 from tokenload.metrics.histogram import LogHistogram
 
 __all__ = ["AGGREGATE", "LATENCY_METRICS", "LLMStats", "NameStats", "itl_histogram"]
@@ -30,6 +34,7 @@ class NameStats:
 
     __slots__ = (
         "coalesced_first",
+        "coalesced_first_late",
         "coalesced_first_late_ms_max",
         "failures",
         "first_reads",
@@ -59,10 +64,12 @@ class NameStats:
         #: shorter (metrics.definitions.is_short_output).
         self.sized_outputs = 0
         self.short_outputs = 0
-        #: Successful requests whose first read is known, those read coalesced, and the most
-        #: lateness a coalesced one implies (metrics.definitions: coalesced_first_share).
+        #: Successful requests whose first read is known, those read coalesced, those that may
+        #: be dated later than the client's tolerance, and the most lateness a coalesced one
+        #: implies (metrics.definitions: coalesced_first_share, coalesced_first_late_share).
         self.first_reads = 0
         self.coalesced_first = 0
+        self.coalesced_first_late = 0
         self.coalesced_first_late_ms_max: float | None = None
 
     @property
@@ -83,6 +90,7 @@ class NameStats:
             "short_outputs": self.short_outputs,
             "first_reads": self.first_reads,
             "coalesced_first": self.coalesced_first,
+            "coalesced_first_late": self.coalesced_first_late,
             "coalesced_first_late_ms_max": self.coalesced_first_late_ms_max,
         }
 
@@ -102,6 +110,7 @@ class NameStats:
         self.short_outputs += data.get("short_outputs", 0)
         self.first_reads += data.get("first_reads", 0)
         self.coalesced_first += data.get("coalesced_first", 0)
+        self.coalesced_first_late += data.get("coalesced_first_late", 0)
         self._late(data.get("coalesced_first_late_ms_max"))
 
     def _late(self, ms: float | None) -> None:
@@ -159,8 +168,10 @@ class LLMStats:
             if fc is None and coalesced is not None:
                 ns.first_reads += 1
                 if coalesced:
+                    events, tpot = rec.get("first_read_events"), rec["tpot_ms"]
                     ns.coalesced_first += 1
-                    ns._late(coalesced_first_lateness_ms(True, rec.get("first_read_events"), rec["tpot_ms"]))
+                    ns.coalesced_first_late += coalesced_first_is_late(True, events, tpot)
+                    ns._late(coalesced_first_lateness_ms(True, events, tpot))
             # Latencies of failed requests would mix two populations: only successes count.
             if fc is None:
                 for m in ("ttft_ms", "tpot_ms", "e2e_ms"):
