@@ -28,7 +28,7 @@ SERVERS: dict[str, ServerConfig] = {
     # 32 MiB, 65,536 tokens: nothing but the CPU limits it. MFU counters on, so the scraper sees
     # vllm:estimated_flops_per_gpu_total move (vLLM exports zeros without the flag).
     "roomy": ServerConfig(kv_cache_bytes=_blocks(512), extra=("--enable-mfu-metrics",)),
-    # 2 MiB, 32 blocks (one is vLLM's null block): two requests of 1,900 + 16 tokens (15 blocks
+    # 2 MiB, 32 blocks (one is vLLM's null block): two requests of 1,800 + 64 tokens (15 blocks
     # each) fit, a third waits for KV capacity.
     "tiny_kv": ServerConfig(kv_cache_bytes=_blocks(32)),
     # The roomy cache, but at most two requests in the running batch.

@@ -188,9 +188,14 @@ def test_a_saturated_api_server_is_not_called_prefill_bound(roomy_sweep: dict[st
 
 
 def test_a_tiny_kv_cache_with_long_prompts_is_kv_capacity(vllm_servers: ServerPool, tmp_path: Path) -> None:
-    # One user's 1,900-token prompts complete about twice a second on this CPU build (9 in a 6 s
-    # step's 5 measured seconds on the CI machine): 10 s steps hold enough of them.
-    summary = sweep(vllm_servers.get("tiny_kv").url, tmp_path / "run", "1,4", 1900, 16, step_s=10)
+    # The engine's gauges are its state after each step, and a step that prefills one of these
+    # prompts lasts ~0.6 s on this CPU build: while it runs they show the one request left from
+    # the step before. Two requests in the cache show only in the decode steps between two
+    # prefills. With 16 output tokens that was ~10 % of the time (2 of 20 scrapes, 2026-12-06);
+    # a clean CI run of 3c7ca13 caught none in its 4-user step. 64 output tokens make the decode
+    # steps ~1/3 of the time, and 1,800 + 64 tokens still take 15 blocks (1,920 tokens).
+    # One user then completes a request about every 1.2 s: 16 s steps hold more than 10.
+    summary = sweep(vllm_servers.get("tiny_kv").url, tmp_path / "run", "1,4", 1800, 64, step_s=16)
     # The engine: two requests hold the cache (15 of 31 blocks each) and the other two wait for it.
     assert server(summary, 4, "kv_cache_usage_ratio", "max") >= 0.9
     assert server(summary, 4, "requests_running", "max") == 2
