@@ -370,7 +370,7 @@ class RunContext:
             search=self.plan.search,
             trace=self.plan.trace,
             scrape_failures=self.scraper.failures if self.scraper is not None else None,
-            workload_fit=merge_fit([d for d in (fit_counts(self), *self.fleet.worker_fit.values()) if d]),
+            workload_fit=merge_fit([fit_counts(self), *self.fleet.worker_fit.values()]),
             scrape_targets=self.scraper.targets_summary() if self.scraper is not None else None,
         )
 

@@ -35,8 +35,10 @@ def fit_lines(summary: dict[str, Any]) -> list[str]:
         )
     long_, empty = int(d.get("dataset_skipped_too_long") or 0), int(d.get("dataset_skipped_empty") or 0)
     if long_ or empty:
-        why = [f"{long_:,} too long for {over} (with room for an output)"] * bool(long_) + [
-            f"{empty:,} empty"
-        ] * bool(empty)
+        why = []
+        if long_:
+            why.append(f"{long_:,} too long for {over} (with room for an output)")
+        if empty:
+            why.append(f"{empty:,} empty")
         lines.append(f"Dataset items left out: {' and '.join(why)} (the run sent the others).")
     return lines

@@ -63,7 +63,8 @@ class RunFacts:
     trace: dict[str, Any] | None = None
     scrape_failures: int | None = None
     #: What the workload planners did to the lengths they drew, summed over the workers
-    #: (workload.plan.FIT_COUNTS); None when nothing was planned.
+    #: (workload.plan.FIT_COUNTS); None when no planner was built (one that drew nothing gives
+    #: zero counts).
     workload_fit: dict[str, int | None] | None = None
     #: What was scraped when --metrics-discover looked the replicas up during the run.
     scrape_targets: dict[str, Any] | None = None

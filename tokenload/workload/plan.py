@@ -36,9 +36,9 @@ FIT_COUNTS = (
 )
 
 
-def merge_fit(blocks: Sequence[dict[str, int | None]]) -> dict[str, int | None] | None:
+def merge_fit(blocks: Sequence[dict[str, int | None] | None]) -> dict[str, int | None] | None:
     """The counts of several planners (or workers) added; ``max_model_len`` the largest seen.
-    None when no block planned anything."""
+    Empty or None blocks are left out; None when every block is."""
     blocks = [b for b in blocks if b]
     if not blocks:
         return None
