@@ -193,8 +193,8 @@ def results_markdown(result: dict) -> str:
             "other requests, and the run's flags:",
             "",
             "| streams | TTFT error p50 / p99 (ms) | coalesced first reads "
-            "| TTFT error p99, not coalesced (ms) | client CPU share max | flags |",
-            "|---|---|---|---|---|---|",
+            "| TTFT error p99, not coalesced (ms) | client CPU share max | flags | client_bound by |",
+            "|---|---|---|---|---|---|---|",
             *(
                 _own_error_row(users, result[f"streams_{users}"]["tokenload"]["accuracy"])
                 for users in (64, 256, 512)
@@ -205,9 +205,10 @@ def results_markdown(result: dict) -> str:
 
 def _own_error_row(users: int, a: dict) -> str:
     ttft, flags = a["ttft_error_ms"], ", ".join(a["flags"] or []) or "-"
+    bound = ", ".join(a.get("bound_by") or []) or "-"
     return (
         f"| {users} | {ttft['p50']} / {ttft['p99']} | {a['coalesced_first_share']} | "
-        f"{a['ttft_error_ms_not_coalesced_p99']} | {a['client_cpu_share_max']} | {flags} |"
+        f"{a['ttft_error_ms_not_coalesced_p99']} | {a['client_cpu_share_max']} | {flags} | {bound} |"
     )
 
 

@@ -137,16 +137,18 @@ def accuracy(users: int, seconds: float, tmp: Path, everything_on: bool = False)
             pct([e for e, r in zip(ttft_err, ok, strict=True) if not r.get("first_read_coalesced")], 0.99)
         ),
         "flags": _flags(run_dir),
+        "bound_by": _flags(run_dir, "bound_by"),
         **({"live_page_polls": polls, "scrapes": _scrapes(run_dir)} if everything_on else {}),
     }
 
 
-def _flags(run_dir: Path) -> list[str] | None:
+def _flags(run_dir: Path, key: str = "flags") -> list[str] | None:
+    """The steps' flags (or, with ``bound_by``, the client limits behind client_bound), together."""
     try:
         steps = json.loads((run_dir / "summary.json").read_text())["steps"]
     except (OSError, ValueError, KeyError):
         return None
-    return sorted({f for s in steps for f in s["flags"]})
+    return sorted({f for s in steps for f in (s["flags"] if key == "flags" else s["client"][key])})
 
 
 def _free_port() -> int:
