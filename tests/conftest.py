@@ -6,9 +6,10 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 
@@ -17,6 +18,7 @@ from tokenload.serving.process import ServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+T = TypeVar("T")
 
 
 @dataclass
@@ -79,6 +81,40 @@ def read_records(run_dir: Path) -> list[dict]:
     return [
         json.loads(line) for line in (run_dir / "requests.jsonl").read_text().splitlines() if line.strip()
     ]
+
+
+#: Sweeps whose server verdicts a test checks run at most this many times while some step's client
+#: is flagged client_bound (a verdict of the server needs a client whose own timing is trusted).
+#: On a clean CI run of 004031d (2026-12-02 21:06-21:09) the host slowed for three minutes and three
+#: real-vLLM sweeps in a row were judged "client", as they should be: the rule held, while the
+#: sweeps before and after were clean. The emulator's verdict tests met the same on CI runs of
+#: 3c7ca13 (2026-12-05).
+CLIENT_TRUST_ATTEMPTS = 3
+
+
+def client_bound_steps(summary: dict[str, Any]) -> list[str]:
+    """The steps flagged client_bound, each with the client limits it passed."""
+    return [
+        f"{s.get('concurrency') or s.get('target_rate_rps')}: {s['client'].get('bound_by')}"
+        for s in summary["steps"]
+        if "client_bound" in s["flags"]
+    ]
+
+
+def with_trusted_client(
+    run_once: Callable[[Path], T], out: Path, summary: Callable[[T], dict[str, Any]] = lambda r: r
+) -> T:
+    """``run_once(run_dir)`` (a sweep) run again, into a fresh folder, while some step came out
+    client_bound, at most CLIENT_TRUST_ATTEMPTS times; then the test is skipped naming why."""
+    bound: list[str] = []
+    for attempt in range(CLIENT_TRUST_ATTEMPTS):
+        result = run_once(out if attempt == 0 else out.with_name(f"{out.name}-again{attempt}"))
+        bound = client_bound_steps(summary(result))
+        if not bound:
+            return result
+        print(f"sweep attempt {attempt + 1}: the client's timing was not trusted ({'; '.join(bound)})")
+    pytest.skip(f"the client was client_bound in {CLIENT_TRUST_ATTEMPTS} sweeps in a row "
+                f"({'; '.join(bound)}): the host was too busy for these server verdicts")  # fmt: skip
 
 
 def locust_request_count(output: str) -> int:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, with_trusted_client
 from tests.real_vllm.conftest import ServerPool
 
 pytestmark = pytest.mark.slow
@@ -38,33 +38,13 @@ ANALYSIS_FIGURES = (
 )
 
 
-#: Sweeps run at most this many times while a step's client is flagged client_bound. These tests
-#: check the server's verdicts, which need a client whose own timing is trusted; on a clean CI run
-#: of 004031d (2026-12-02 21:06-21:09) the host slowed for three minutes, the client's event-loop
-#: lag p95 went from 1.1 ms to 8-11 ms at 12 % of its core, and three sweeps in a row were judged
-#: "client" (as they should be: the rule held), while the sweeps before and after were clean.
-SWEEP_ATTEMPTS = 3
-
-
 def sweep(
     url: str, out: Path, concurrency: str, prompt_tokens: int, output_tokens: int, step_s: int = 6
 ) -> dict[str, Any]:
-    """A staircase sweep whose every step had a trusted client: run again (into a fresh folder)
-    while some step came out client_bound, at most SWEEP_ATTEMPTS times, then skip naming why."""
-    bound: list[str] = []
-    for attempt in range(SWEEP_ATTEMPTS):
-        run_dir = out if attempt == 0 else out.with_name(f"{out.name}-again{attempt}")
-        summary = _sweep_once(url, run_dir, concurrency, prompt_tokens, output_tokens, step_s)
-        bound = [
-            f"{s['concurrency']} users: {s['client'].get('bound_by')}"
-            for s in summary["steps"]
-            if "client_bound" in s["flags"]
-        ]
-        if not bound:
-            return summary
-        print(f"sweep attempt {attempt + 1}: the client's timing was not trusted ({'; '.join(bound)})")
-    pytest.skip(f"the client was client_bound in {SWEEP_ATTEMPTS} sweeps in a row ({'; '.join(bound)}): "
-                "the host was too busy for these server verdicts")  # fmt: skip
+    """A staircase sweep whose every step had a trusted client (tests.conftest.with_trusted_client)."""
+    return with_trusted_client(
+        lambda run_dir: _sweep_once(url, run_dir, concurrency, prompt_tokens, output_tokens, step_s), out
+    )
 
 
 def _sweep_once(
