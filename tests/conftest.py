@@ -87,7 +87,7 @@ def read_records(run_dir: Path) -> list[dict]:
 #: is flagged client_bound (a verdict of the server needs a client whose own timing is trusted).
 #: On a clean CI run of 004031d (2026-12-02 21:06-21:09) the host slowed for three minutes and three
 #: real-vLLM sweeps in a row were judged "client", as they should be: the rule held, while the
-#: sweeps before and after were clean. The emulator's verdict tests met the same on CI runs of
+#: sweeps before and after were clean. The emulator's verdict tests met the same on one CI run of
 #: 3c7ca13 (2026-12-05).
 CLIENT_TRUST_ATTEMPTS = 3
 

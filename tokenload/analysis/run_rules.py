@@ -9,6 +9,12 @@ from typing import Any
 from tokenload.analysis.signals import StepSignals
 from tokenload.analysis.signals import evidence as _ev
 from tokenload.analysis.thresholds import Thresholds
+from tokenload.metrics.definitions import (
+    CLIENT_CPU_LIMIT_PERCENT,
+    CLIENT_LAG_LIMIT_MS,
+    CLIENT_SEND_LAG_LIMIT_MS,
+    COALESCED_FIRST_SHARE,
+)
 from tokenload.metrics.failures import FAILURE_CLASSES
 
 __all__ = [
@@ -30,13 +36,18 @@ def rule_client(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> tuple
     passed = ", ".join(bound_by) if bound_by else "CPU, loop lag or send lag"
     ev = [_ev("flag", "client_bound", f"the client's own {passed} passed its limit")]
     for k, rule in (
-        ("cpu_percent_max", "> 90 % of the CPU the process may use (one core, or its cgroup quota)"),
-        ("loop_lag_ms_p95", "> 10 ms"),
-        ("send_lag_ms_p99", "> 10 ms"),
+        (
+            "cpu_percent_max",
+            f"> {CLIENT_CPU_LIMIT_PERCENT:g} % of the CPU the process may use "
+            "(one core, or its cgroup quota)",
+        ),
+        ("loop_lag_ms_p95", f"> {CLIENT_LAG_LIMIT_MS:g} ms"),
+        ("send_lag_ms_p99", f"> {CLIENT_SEND_LAG_LIMIT_MS:g} ms"),
         ("coalesced_first_share", "first tokens read late behind later ones (not a limit)"),
         (
             "coalesced_first_late_share",
-            "> 0.01 of first tokens read behind later ones and possibly > 10 ms late",
+            f"> {COALESCED_FIRST_SHARE:g} of first tokens read behind later ones and possibly "
+            f"> {CLIENT_LAG_LIMIT_MS:g} ms late",
         ),
         ("coalesced_first_late_ms_max", "(k - 1) x TPOT: how late such a first token may be dated"),
     ):

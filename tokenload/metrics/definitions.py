@@ -20,7 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = [
+    "CLIENT_CPU_LIMIT_PERCENT",
     "CLIENT_LAG_LIMIT_MS",
+    "CLIENT_SEND_LAG_LIMIT_MS",
+    "COALESCED_FIRST_SHARE",
     "FORMULAS",
     "Timing",
     "coalesced_first_is_late",
@@ -37,6 +40,18 @@ __all__ = [
 #: already accepts; one CI run of 3c7ca13 on a busy host judged two such steps 'client' when every
 #: coalesced read counted (2026-12-05).
 CLIENT_LAG_LIMIT_MS = 10.0
+#: Above this CPU share (of what the process may use) the client's own timing is not trusted:
+#: the step is flagged ``client_bound`` (results.summary).
+CLIENT_CPU_LIMIT_PERCENT = 90.0
+#: Open loop: send lag p99 above this, with users free to send, means the client fell behind.
+CLIENT_SEND_LAG_LIMIT_MS = 10.0
+#: Above this share of successful requests had their first token read coalesced and possibly
+#: dated later than the client's tolerance (by a later token's packet, (k - 1) x TPOT > CLIENT_LAG_LIMIT_MS:
+#: FORMULAS["coalesced_first_late_share"]), beyond sampling noise
+#: (intervals.share_exceeds: one late read among 50 requests is not a pattern), the step is
+#: flagged ``client_bound``: the TTFT p99 rests on the slowest 1 % of requests, so when more than
+#: 1 % may be dated late the p99 itself may be one of them.
+COALESCED_FIRST_SHARE = 0.01
 
 FORMULAS: dict[str, str] = {
     "ttft_ms": "TTFT = t_first_content_chunk - t_start",
@@ -61,7 +76,8 @@ FORMULAS: dict[str, str] = {
     "such a first token may be dated up to (k - 1) x TPOT late (coalesced_first_late_ms)",
     "coalesced_first_late_share": "coalesced first reads that may be dated more than the client's "
     f"lag limit late ((k - 1) x TPOT > {CLIENT_LAG_LIMIT_MS:g} ms, or TPOT unknown), over successful "
-    "requests whose first read is known; above 1 % beyond sampling noise the step is client_bound",
+    f"requests whose first read is known; above {COALESCED_FIRST_SHARE * 100:g} % beyond sampling noise the "
+    "step is client_bound",
 }
 
 

@@ -19,7 +19,13 @@ from tokenload.analysis.knee import find_knee
 from tokenload.analysis.oversaturation import waiting_trend
 from tokenload.loadgen.phases import StepWindow
 from tokenload.metrics.aggregate import LLMStats, NameStats
-from tokenload.metrics.definitions import CLIENT_LAG_LIMIT_MS, FORMULAS
+from tokenload.metrics.definitions import (
+    CLIENT_CPU_LIMIT_PERCENT,
+    CLIENT_LAG_LIMIT_MS,
+    CLIENT_SEND_LAG_LIMIT_MS,
+    COALESCED_FIRST_SHARE,
+    FORMULAS,
+)
 from tokenload.metrics.histogram import LogHistogram
 from tokenload.metrics.intervals import mean_interval, quantile_interval, share_exceeds
 from tokenload.metrics.precision import targets_met
@@ -51,11 +57,6 @@ __all__ = [
 SCHEMA_VERSION = 3
 #: Every schema version this tokenload reads.
 READABLE_SCHEMA_VERSIONS = (1, 2, 3)
-#: Above these the client's own timing is not trusted: the step is flagged ``client_bound``
-#: (the loop lag's limit, CLIENT_LAG_LIMIT_MS, is metrics.definitions').
-CLIENT_CPU_LIMIT_PERCENT = 90.0
-#: Open loop: send lag p99 above this, with users free to send, means the client fell behind.
-CLIENT_SEND_LAG_LIMIT_MS = 10.0
 #: Open loop: above this share of arrivals waited for a free user: the offered rate was not sent.
 POOL_EXHAUSTED_SHARE = 0.01
 #: Above this share of requests sent with ignore_eos came back shorter than max_tokens: the
@@ -64,13 +65,6 @@ POOL_EXHAUSTED_SHARE = 0.01
 #: inside max_model_len), so any short output is non-conformance; 1 % leaves room for a rare
 #: abort without hiding a systematic one.
 SHORT_OUTPUT_SHARE = 0.01
-#: Above this share of successful requests had their first token read coalesced and possibly
-#: dated later than the client's tolerance (by a later token's packet, (k - 1) x TPOT > 10 ms:
-#: metrics.definitions FORMULAS["coalesced_first_late_share"]), beyond sampling noise
-#: (intervals.share_exceeds: one late read among 50 requests is not a pattern), the step is
-#: flagged ``client_bound``: the TTFT p99 rests on the slowest 1 % of requests, so when more than
-#: 1 % may be dated late the p99 itself may be one of them.
-COALESCED_FIRST_SHARE = 0.01
 
 _SERVER_KEYS = {
     "kv_cache_usage_ratio": "kv_cache_usage_ratio",
