@@ -55,7 +55,9 @@ __all__ = ["ContextSweepShape", "KneeShape", "RateShape", "StaircaseShape", "Ste
 
 log = logging.getLogger("tokenload")
 
-#: After the users have stopped: long enough for one more worker report (Locust's is 3 s).
+#: After the users have stopped, the most the run waits for the workers' last reports, asked for
+#: at once (transport.request_reports); Locust's own report comes every 3 s. Nothing to wait for
+#: without workers.
 _REPORT_GRACE_S = 3.5
 #: The most a step's settle waits for the workers' reports (the measured requests' end is
 #: bounded by --settle-timeout instead).
@@ -301,12 +303,14 @@ class StepShape(LoadTestShape):
 
     def _drain(self) -> tuple[int, float] | None:
         """After the last step: stop the users (gracefully, within --stop-timeout) so requests
-        in flight finish and are counted, give the workers one report to ship them, then end."""
+        in flight finish and are counted, ask the workers for the report that ships them, then
+        end once every worker has reported (at most _REPORT_GRACE_S)."""
         if self.runner.user_count > 0:
             return 0, 1000.0
         if self.drained_at is None:
             self.drained_at = time.time()
-        if time.time() - self.drained_at < _REPORT_GRACE_S:
+            self.ctx.request_reports()
+        if self.ctx.fleet.awaiting_reports and time.time() - self.drained_at < _REPORT_GRACE_S:
             return 0, 1000.0
         return None
 
