@@ -90,7 +90,7 @@ def test_a_mooncake_trace_replays_row_for_row_with_its_prefix_reuse(tmp_path: Pa
 )
 def test_each_trace_format_replays(tmp_path: Path, fmt: str, suffix: str) -> None:
     trace = tmp_path / f"trace{suffix}"
-    written = write_trace(trace, fmt, 300, seed=11)
+    written = write_trace(trace, fmt, 150, seed=11)
     run_dir = tmp_path / "run"
     out = sweep(
         "--shape", "trace", "--trace", str(trace), "--trace-speed", "4", "--warmup", "0", "--workers", "2",
@@ -102,7 +102,7 @@ def test_each_trace_format_replays(tmp_path: Path, fmt: str, suffix: str) -> Non
         (i, o) for _, i, o in written
     )
     s = json.loads((run_dir / "summary.json").read_text())
-    assert s["trace"]["format"] == fmt and s["trace"]["rows"] == 300
+    assert s["trace"]["format"] == fmt and s["trace"]["rows"] == 150
     # --trace-speed 4: the replay took a quarter of the trace's time.
     assert s["trace"]["duration_s"] == pytest.approx((written[-1][0] - written[0][0]) / 4, rel=1e-3)
 
