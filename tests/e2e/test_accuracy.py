@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import locust_request_count, read_records, run_locust
-from tokenload.metrics.definitions import coalesced_first_is_late
+from tokenload.metrics.definitions import COALESCED_FIRST_SHARE, coalesced_first_is_late
 from tokenload.metrics.intervals import share_exceeds
-from tokenload.metrics.definitions import COALESCED_FIRST_SHARE
 
 
 @pytest.mark.parametrize("locustfile", ["locustfiles/chat.py", "locustfiles/completions.py"])

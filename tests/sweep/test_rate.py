@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import random
 import statistics
 from pathlib import Path
@@ -79,6 +80,23 @@ def _gamma_reference(spec: ArrivalSpec, n: int = 20_000) -> list[float]:
     return [rng.gammavariate(spec.burstiness, mean / spec.burstiness) for _ in range(n)]
 
 
+def _delivery_jitter_s(arrivals: list[float], scheduled: list[float]) -> float:
+    """The p99 of how far each server arrival strays from its scheduled time, once the constant
+    offset between the two clocks (their median difference) is taken out; the arrivals are paired
+    with the scheduled times in order, at the index shift (a row or two at the window's edges)
+    that pairs them most closely."""
+    best = math.inf
+    for shift in range(-2, 3):
+        pairs = [(a, scheduled[i + shift]) for i, a in enumerate(arrivals) if 0 <= i + shift < len(scheduled)]
+        if len(pairs) < 10:
+            continue
+        diffs = [a - t for a, t in pairs]
+        mid = statistics.median(diffs)
+        spread = sorted(abs(d - mid) for d in diffs)
+        best = min(best, spread[int(0.99 * (len(spread) - 1))])
+    return best if best < math.inf else 0.0
+
+
 @pytest.mark.parametrize("arrival", ["poisson", "gamma:0.25"])
 def test_random_arrivals_follow_the_requested_distribution(traced_sim, tmp_path, arrival: str) -> None:
     url, trace = traced_sim
@@ -97,7 +115,12 @@ def test_random_arrivals_follow_the_requested_distribution(traced_sim, tmp_path,
     # The inter-arrival times the server saw pass a KS test against the requested distribution.
     # The client sends with about a millisecond's resolution (timer wake-ups, two workers), so
     # gaps under 3 ms are compared as one bin: gamma:0.25 puts a third of its gaps under 1 ms.
-    floor = 0.003
+    # The bin is wider when the server saw the arrivals later than scheduled by more than that:
+    # a gap shorter than twice the delivery jitter is not resolved. (A busy run here delivered
+    # with a 3.3 ms spread: the schedule's own gaps, D = 0.05, read D = 0.16 at a 3 ms bin.)
+    jitter = _delivery_jitter_s(arrivals, [t for t in times if t >= lo])
+    floor = max(0.003, 2 * jitter)
+    print(f"{arrival}: delivery jitter p99 {jitter * 1000:.2f} ms, gaps binned below {floor * 1000:.1f} ms")
     gaps = [max(b - a, floor) for a, b in itertools.pairwise(arrivals)]
     ref = [max(g, floor) for g in _gamma_reference(spec)]
     assert ks_statistic(gaps, ref) < ks_critical(len(gaps), len(ref)), arrival
