@@ -111,7 +111,9 @@ def start_prometheus(binary: str, tmp: Path, targets: dict[str, str], timeout_s:
                 raise RuntimeError(f"prometheus exited {proc.returncode}: {log.read_text()[-2000:]}")
             try:
                 up = prom.query("up")
-            except (OSError, AssertionError):
+            except (OSError, AssertionError, ValueError):
+                # Not up yet; until its storage is ready Prometheus answers HTTP 503 in plain text
+                # (a ValueError from the JSON parse): one clean-clone CI hit that on a busy host.
                 time.sleep(0.2)
                 continue
             if len(up) == len(targets) and all(r["value"][1] == "1" for r in up):
