@@ -26,7 +26,7 @@ from tokenload.analysis.slo_search import (
     probe_timing,
     search_result,
 )
-from tokenload.loadgen.shapes import StepShape, _opt
+from tokenload.loadgen.step_machine import StepShape, _opt
 from tokenload.loadgen.steps import Step
 from tokenload.loadgen.trace_replay import replays_trace
 from tokenload.report.capacity import SLO, good_share, parse_slo

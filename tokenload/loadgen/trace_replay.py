@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from tokenload.loadgen import workload
 from tokenload.loadgen.option_table import option_value
-from tokenload.loadgen.shapes import StepShape, _opt
+from tokenload.loadgen.step_machine import StepShape, _opt
 from tokenload.loadgen.steps import Step, staircase
 from tokenload.workload.errors import WorkloadError
 from tokenload.workload.spec import TraceSpec, load_workload_file
