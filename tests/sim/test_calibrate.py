@@ -256,8 +256,7 @@ def test_fit_api_server_recovers_a_hidden_api_servers_cost(tmp_path: Path) -> No
     with contextlib.redirect_stdout(buf):
         # --max-evals 300 (default 600): the recovery and the prediction below hold with half the
         # default budget, in about a third less time (its search fits the engine 15 times).
-        argv = [
-            *runs,
+        flags = [
             "--base-profile",
             BASE,
             "-o",
@@ -267,6 +266,7 @@ def test_fit_api_server_recovers_a_hidden_api_servers_cost(tmp_path: Path) -> No
             "--max-evals",
             "300",
         ]
+        argv = [*runs, *flags]
         assert calibrate.main(argv) == 0
     result = json.loads(buf.getvalue())
     api = result["parameters"]["api_request_cpu_s"]

@@ -36,8 +36,6 @@ from tokenload.results.run_inputs import RunFacts, StepSources
 from tokenload.servermetrics.summary import END_SCRAPE_GRACE_S, summarize_window, tick_series
 
 __all__ = [
-    "CLIENT_CPU_LIMIT_PERCENT",
-    "CLIENT_LAG_LIMIT_MS",
     "READABLE_SCHEMA_VERSIONS",
     "SCHEMA_VERSION",
     "SHORT_OUTPUT_SHARE",
