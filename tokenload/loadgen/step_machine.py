@@ -177,7 +177,7 @@ class StepShape(LoadTestShape):
             settled = _wait(until, lambda s=step: self._settled(s))
             if settled is None:
                 return self._spawn(step)
-            spawn = self._judge(step, *settled)
+            spawn = self._close_step(step, *settled)
             # A next step with the users already running (a context or rate sweep) starts now.
             if spawn is None or self.step is None or self.runner.user_count != spawn[0]:
                 return spawn
@@ -233,7 +233,7 @@ class StepShape(LoadTestShape):
             return None
         return unfinished, busy
 
-    def _judge(self, step: Step, unfinished: int, busy: int) -> tuple[int, float] | None:
+    def _close_step(self, step: Step, unfinished: int, busy: int) -> tuple[int, float] | None:
         """The settled step's summary and verdict; then the next step (or the drain)."""
         now = time.time()
         settle_s = float(_opt(self, "settle_timeout"))
