@@ -63,10 +63,18 @@ _SETTLE_MAX_S = 5.0
 #: requests), looking every _POLL_S, so a step starts, measures and ends when it should, not at the
 #: next tick. Measured: a 3-step sweep of 2 s steps with one worker took 21.2 s from start to end
 #: with the step clock on ticks, its steps 4-5 s apart and each measuring 1 s of --warmup 0.
-_TICK_WAIT_S = 0.9
+_TICK_WAIT_S = 0.95
 _POLL_S = 0.02
-#: While a step settles, each worker is asked for a fresh report at most this often.
+#: While a step settles, the workers are asked for fresh reports every _REASK_S, or less often
+#: with many workers: at most _REASKS_PER_S reports a second in all, and never less often than
+#: once a second (what a tick did before).
 _REASK_S = 0.2
+_REASKS_PER_S = 100
+
+
+def reask_interval_s(workers: int) -> float:
+    """Seconds between a settling step's requests for the workers' reports."""
+    return min(1.0, max(_REASK_S, workers / _REASKS_PER_S))
 
 
 class _DeliberateRamp(logging.Filter):
@@ -227,7 +235,8 @@ class StepShape(LoadTestShape):
         # --drain: nothing may be in flight either (no user starts one meanwhile).
         busy = self.ctx.in_flight_total() if self.drains() else 0
         if (unfinished or busy) and now - self.ended_at < float(_opt(self, "settle_timeout")):
-            if not self.ctx.fleet.awaiting_reports and now - self._asked_at >= _REASK_S:
+            workers = getattr(self.runner, "worker_count", 0)  # a master: its workers (never asked locally)
+            if not self.ctx.fleet.awaiting_reports and now - self._asked_at >= reask_interval_s(workers):
                 self._asked_at = now
                 self.ctx.request_reports()
             return None
