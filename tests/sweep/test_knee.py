@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.sweep.test_sweep import sweep
 
 
@@ -54,6 +56,10 @@ def test_an_slo_broken_twice_in_a_row_stops_a_staircase(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     s = _summary(run_dir)
     assert [st["concurrency"] for st in s["steps"]] == [1, 2]
+    # Each step measures its 2 s less the 0.5 s warm-up: the shape keeps the boundaries within
+    # Locust's 1 s tick (a boundary in the tick's last 50 ms waits for the next; ticks alone
+    # measured 1 s of the 1.5).
+    assert [st["measured_s"] for st in s["steps"]] == [pytest.approx(1.5, abs=0.1)] * 2
     assert "--stop-slo: 2 steps in a row" in s["search"]["stop_reason"]
     assert "stopped: --stop-slo" in out.stdout and (out.stdout + out.stderr).count("stopping: ") == 1
     assert "stopped: --stop-slo: 2 steps in a row" in (run_dir / "report.md").read_text()
