@@ -337,8 +337,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "--warmup",
         "steps",
-        "Start of each step left out of its stats: a fraction (<1) or seconds; it ends at the step "
-        "shape's first 1 s tick after it (0.2 of an 8 s step: measured from 2 s)",
+        "Start of each step left out of its stats: a fraction (<1) or seconds (0.2 of an 8 s step: "
+        "measured from 1.6 s)",
         default=0.2,
         type=t.seconds_or_fraction,
     ),
