@@ -49,14 +49,14 @@ def test_knee_search_brackets_the_saturation_point(tmp_path: Path) -> None:
 def test_an_slo_broken_twice_in_a_row_stops_a_staircase(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     out = sweep(
-        "--concurrency", "1,2,4,8,16", "--step-duration", "2", "--warmup", "0.5", "--workers", "0",
+        "--concurrency", "1,2,4,8,16", "--step-duration", "2", "--warmup", "0.25", "--workers", "0",
         "--stop-slo", "ttft_p50_ms=1", "--stop-slo-steps", "2",
         "--prompt-tokens", "32", "--output-tokens", "4", "--out", str(run_dir),
     )  # fmt: skip
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     s = _summary(run_dir)
     assert [st["concurrency"] for st in s["steps"]] == [1, 2]
-    # Each step measures its 2 s less the 0.5 s warm-up: the shape keeps the boundaries within
+    # Each step measures its 2 s less its 0.5 s warm-up (0.25 of it): the shape keeps the boundaries within
     # Locust's 1 s tick (a boundary in the tick's last 50 ms waits for the next; ticks alone
     # measured 1 s of the 1.5).
     assert [st["measured_s"] for st in s["steps"]] == [pytest.approx(1.5, abs=0.1)] * 2
