@@ -83,11 +83,13 @@ def main() -> None:
         out[f"wall_ratio_head_to_base_workers={workers}"] = round(h["wall_s"] / b["wall_s"], 3)
     print(json.dumps(out, indent=2))
     if args.write:
+        rev = ["git", "rev-parse", "--short", "HEAD"]
+        head = subprocess.run(rev, cwd=args.head, capture_output=True, text=True).stdout.strip() or "head"
         lines = [
             "## A sweep's clock (bench/step_clock.py)",
             "",
-            f"`python bench/step_clock.py --base {args.base} --repeats {args.repeats} --write`, "
-            f"{time.strftime('%Y-%m-%d', time.gmtime())}; {machine()}. "
+            f"`python bench/step_clock.py --base {args.base} --repeats {args.repeats} --write` at "
+            f"{head}; {machine()}. "
             f"`tokenload sweep {' '.join(SWEEP)}`, medians of {args.repeats} alternated runs.",
             "",
             "| tree | workers | wall s | step start to next s | measured / asked |",
@@ -95,7 +97,7 @@ def main() -> None:
         ]
         for key, r in out["results"].items():
             name, workers = key.split("/workers=")
-            label = args.base if name == "base" else "head"
+            label = args.base if name == "base" else head
             lines.append(
                 f"| {label} | {workers} | {r['wall_s']} | {r['step_to_step_s']} | {r['measured_share']} |"
             )
