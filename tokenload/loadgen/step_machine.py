@@ -61,8 +61,9 @@ _SETTLE_MAX_S = 5.0
 #: Locust calls a shape's tick() once a second. A tick waits up to _TICK_WAIT_S of it for what the
 #: step waits on (its users, a boundary of its clock, the workers' reports, the end of its measured
 #: requests), looking every _POLL_S, so a step starts, measures and ends when it should, not at the
-#: next tick. Measured: a 3-step sweep of 2 s steps with one worker took 21.2 s from start to end
-#: with the step clock on ticks, its steps 4-5 s apart and each measuring 1 s of --warmup 0.
+#: next tick. Measured (bench/step_clock.py, bench/RESULTS.md): 3 steps of 2 s with one worker,
+#: 22.9 s from start to end with the clock on ticks (steps 4.8 s apart, each measuring 1 s of its
+#: 2 at --warmup 0), 16.2 s with this (3.0 s apart, all 2 s measured).
 _TICK_WAIT_S = 0.95
 _POLL_S = 0.02
 #: While a step settles, the workers are asked for fresh reports every _REASK_S, or less often
@@ -72,7 +73,7 @@ _REASK_S = 0.2
 _REASKS_PER_S = 100
 
 
-def reask_interval_s(workers: int) -> float:
+def _reask_interval_s(workers: int) -> float:
     """Seconds between a settling step's requests for the workers' reports."""
     return min(1.0, max(_REASK_S, workers / _REASKS_PER_S))
 
@@ -236,7 +237,7 @@ class StepShape(LoadTestShape):
         busy = self.ctx.in_flight_total() if self.drains() else 0
         if (unfinished or busy) and now - self.ended_at < float(_opt(self, "settle_timeout")):
             workers = getattr(self.runner, "worker_count", 0)  # a master: its workers (never asked locally)
-            if not self.ctx.fleet.awaiting_reports and now - self._asked_at >= reask_interval_s(workers):
+            if not self.ctx.fleet.awaiting_reports and now - self._asked_at >= _reask_interval_s(workers):
                 self._asked_at = now
                 self.ctx.request_reports()
             return None

@@ -66,7 +66,7 @@ class VirtualSchedule:
     max_in_flight: int = 512
     #: After the load stops, how long requests still streaming may take to finish.
     drain_s: float = 300.0
-    #: Steps run as tokenload's step shapes run them (``loadgen/shapes.py``): a step's users are
+    #: Steps run as tokenload's step shapes run them (``loadgen/step_machine.py``): a step's users are
     #: spawned at the shapes' rate (``loadgen/steps.spawn_rate``) and its clock starts at the
     #: first tick that has them all (going down: once the extra users' requests have ended, at
     #: most ``SHRINK_MAX_S``); after it ends its load goes on until every request of its measured part
@@ -165,7 +165,7 @@ class _Prompts:
 
 class _SweepRun:
     """The sweep's clock-driven part: steps begin, end and settle as tokenload's step shapes
-    (``loadgen/shapes.py``) do, users send, and the server is scraped."""
+    (``loadgen/step_machine.py``) do, users send, and the server is scraped."""
 
     def __init__(
         self,
