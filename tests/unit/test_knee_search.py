@@ -88,9 +88,41 @@ def test_a_step_that_could_not_be_judged_stops_the_search_and_says_why() -> None
     shape = Knee()
     shape.runner = SimpleNamespace(environment=SimpleNamespace(parsed_options=SimpleNamespace()))
     shape.next_step(0, [])
-    shape.next_step(1, [{"concurrency": 1, "verdict": {"bottleneck": "none"}}])
-    shape.next_step(2, [{"concurrency": 4, "verdict": {"bottleneck": "unknown", "saturated": True}}])
+    calm = {"concurrency": 1, "verdict": {"bottleneck": "none"}}
+    shape.next_step(1, [calm])
+    shape.next_step(2, [calm, {"concurrency": 4, "verdict": {"bottleneck": "unknown", "saturated": True}}])
     assert (shape.lo, shape.hi) == (1, 4)
+
+
+def test_a_step_that_changes_an_earlier_verdict_moves_the_bracket() -> None:
+    # An e2e knee search (tests/sweep/test_knee.py) bracketed (3, 4) on the verdicts each step got
+    # when it ended, while summary.json, judging every step together, found 4 unsaturated next to
+    # 3 (a step is judged against the load below it): the search and the report disagreed. Each
+    # decision now takes the bracket from every step's current verdict, as the report's knee does.
+    shape = Knee()
+    opts = {"step_duration": 8.0, "warmup": 0.2, "knee_start": 1, "knee_max": 64, "knee_factor": 2.0,
+            "knee_resolution": 1.5, "probe_duration": None}  # fmt: skip
+    shape.runner = SimpleNamespace(environment=SimpleNamespace(parsed_options=SimpleNamespace(**opts)))
+
+    def step(c: int, bottleneck: str) -> dict:
+        return {"concurrency": c, "verdict": {"bottleneck": bottleneck}}
+
+    assert shape.next_step(0, []).concurrency == 1
+    assert shape.next_step(1, [step(1, "none")]).concurrency == 2
+    assert shape.next_step(2, [step(1, "none"), step(2, "none")]).concurrency == 4
+    nxt = shape.next_step(3, [step(1, "none"), step(2, "none"), step(4, "memory_bandwidth")])
+    assert (nxt.concurrency, nxt.duration_s, shape.lo, shape.hi) == (3, 8.0, 2, 4)  # bisecting: a full step
+    # 3 is unsaturated, and judged again beside it 4 is too: no bracket left, so the climb goes on
+    # from 4 with a probe (half a step), not from 3.
+    again = [step(1, "none"), step(2, "none"), step(4, "none"), step(3, "none")]
+    nxt = shape.next_step(4, again)
+    assert (nxt.concurrency, nxt.duration_s, shape.lo, shape.hi) == (8, 4.0, 4, None)
+    assert shape.next_step(5, [*again, step(8, "compute")]).concurrency == 6
+    assert (shape.lo, shape.hi) == (4, 8)
+    assert shape.result()["probes"][-1]["bracket"] == [4, 8]
+    # A saturated step that the next higher load contradicts is no knee (find_knee's rule).
+    noisy = [step(1, "none"), step(2, "compute"), step(4, "none")]
+    assert shape.next_step(3, noisy).concurrency == 8 and (shape.lo, shape.hi) == (4, None)
 
 
 def test_the_recorded_options_keep_no_url_credentials() -> None:

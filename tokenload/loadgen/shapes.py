@@ -10,7 +10,7 @@ import dataclasses
 import math
 from typing import Any
 
-from tokenload.analysis.knee import judged_as_server
+from tokenload.analysis.knee import find_knee, judged_as_server
 from tokenload.loadgen.step_machine import StepShape, _opt
 from tokenload.loadgen.steps import (
     Step,
@@ -110,6 +110,12 @@ class KneeShape(StepShape):
     throughput lags, requests waiting for capacity, errors) or ``--knee-max`` is reached.
     Bisect: full steps at the geometric midpoint of the highest unsaturated and the lowest
     saturated concurrency, until their ratio is at most ``--knee-resolution``. Then stop.
+
+    The bracket is the report's knee, worked out at each decision from every step's verdict as
+    judged then (a step is judged against the steps around it, so a bisection step can change the
+    verdict of the step above it): the lowest saturated load that the next higher one does not
+    contradict, and the highest unsaturated load below it. When a new step undoes the bracket
+    (the saturated end, judged again, is not), the climb goes on from the highest load run.
     """
 
     abstract = True
@@ -140,17 +146,16 @@ class KneeShape(StepShape):
         conc = int(last["concurrency"])
         verdict = last.get("verdict") or {}
         name = verdict.get("bottleneck", "none")
-        self.probes.append(
-            {
-                "concurrency": conc,
-                "bottleneck": name,
-                "measured_s": last.get("measured_s"),
-                # What the decision saw: summary.json's step reports the same once it is complete.
-                "requests_ok": (last.get("requests") or {}).get("ok"),
-                "unfinished_at_decision": last.get("unfinished_at_decision", 0),
-                "flags": list(last.get("flags") or []),
-            }
-        )
+        probe = {
+            "concurrency": conc,
+            "bottleneck": name,
+            "measured_s": last.get("measured_s"),
+            # What the decision saw: summary.json's step reports the same once it is complete.
+            "requests_ok": (last.get("requests") or {}).get("ok"),
+            "unfinished_at_decision": last.get("unfinished_at_decision", 0),
+            "flags": list(last.get("flags") or []),
+        }
+        self.probes.append(probe)
         if name == "client":
             self.outcome = "client_bound"
             self.stop_reason = (
@@ -165,16 +170,15 @@ class KneeShape(StepShape):
                 f" ({missing})" if missing else ""
             )
             return None
-        if name == "none":
-            self.lo = conc if self.lo is None else max(self.lo, conc)
-        else:
-            self.hi = conc if self.hi is None else min(self.hi, conc)
-        if self.hi is None:  # still climbing
-            if conc >= cap:
+        self.lo, self.hi = _bracket(steps)
+        probe["bracket"] = [self.lo, self.hi]
+        if self.hi is None:  # still climbing, from the highest load run so far
+            top = max(int(s["concurrency"]) for s in steps)
+            if top >= cap:
                 self.outcome = "not_saturated"
                 self.stop_reason = f"not saturated up to --knee-max {cap} users"
                 return None
-            return self._step_of(index, min(cap, max(conc + 1, math.ceil(conc * factor))), probe=True)
+            return self._step_of(index, min(cap, max(top + 1, math.ceil(top * factor))), probe=True)
         if self.lo is None:
             self.outcome = "saturated_at_start"
             self.stop_reason = f"already saturated at the first step ({users(self.hi)}): lower --knee-start"
@@ -184,6 +188,11 @@ class KneeShape(StepShape):
             return None
         mid = round(math.sqrt(self.lo * self.hi))
         mid = min(max(mid, self.lo + 1), self.hi - 1)
+        if any(int(s["concurrency"]) == mid for s in steps):
+            # Only a step the bracket skips (not judged as the server's) can sit inside it.
+            self.outcome = "found"
+            self.stop_reason = f"the step at {users(mid)} inside the bracket could not be judged"
+            return None
         return self._step_of(index, mid, probe=False)
 
     def result(self) -> dict[str, Any]:
@@ -194,3 +203,16 @@ class KneeShape(StepShape):
             "first_saturated_concurrency": self.hi,
             "probes": self.probes,
         }
+
+
+def _bracket(steps: list[dict[str, Any]]) -> tuple[int | None, int | None]:
+    """The knee search's bracket from the verdicts of every step so far, as judged now: each
+    decision re-judges the earlier steps (a step's verdict depends on the steps around it), and the
+    bracket is the report's knee (:func:`~tokenload.analysis.knee.find_knee`), so the two agree.
+    No knee: no upper end, and the lower end is the highest unsaturated load."""
+    verdicts = [{"bottleneck": "none"} | (s.get("verdict") or {}) for s in steps]
+    knee = find_knee(steps, verdicts)
+    if knee is not None:
+        return knee["last_unsaturated_concurrency"], knee["concurrency"]
+    calm = [int(s["concurrency"]) for s, v in zip(steps, verdicts, strict=True) if v["bottleneck"] == "none"]
+    return (max(calm) if calm else None), None
