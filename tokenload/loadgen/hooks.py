@@ -74,12 +74,22 @@ def _on_init(environment: Environment, **_kw: Any) -> None:
         ctx.open_run_dir()
         if not isinstance(runner, MasterRunner):
             gevent.spawn(_flush_loop, ctx)
+        else:
+            gevent.spawn(_load_report_writer)
     watch_processes(environment, ctx)  # a worker lost (on the master), the master lost (on a worker)
     exporter.install(environment, ctx)  # tokenload's own /metrics (master or local runner)
     if environment.web_ui is not None:
         from tokenload.loadgen.webui import extend_web_ui
 
         extend_web_ui(environment, ctx)
+
+
+def _load_report_writer() -> None:
+    """Import the report writer (pandas and pyarrow, about 0.6 s on a 2-core VM) on a master
+    while it waits for its workers (Locust looks for them once a second, with no load running
+    yet), not when the run ends: the run's files are written that much sooner. A local runner,
+    with no such wait, imports it at the end (results/writer.py)."""
+    import tokenload.report.writer  # noqa: F401
 
 
 def _flush_loop(ctx: RunContext) -> None:

@@ -22,7 +22,9 @@ bisecting), the previous step's extra users must have stopped first.
 Locust asks a shape for its user count once a second (``tick``). Within a tick the machine waits,
 looking every few tens of milliseconds, for what the step waits on (its users, the end of its
 warm-up or of the step, the workers' reports), so each phase begins when it is due, not at the
-next tick; the users Locust must start or stop are the only change that waits for one.
+next tick. Locust starts or stops the users a tick asks for after the tick returns; when they are
+all running (its ``spawning_complete`` event), the machine goes on at once in a greenlet of its
+own, up to where that tick's second ends. Only a new user count waits for the next tick.
 
 The shapes differ only in how they choose the next step. Stop conditions (all shapes): an SLO
 broken for N steps in a row (``--stop-slo``), a failed share (``--stop-error-rate``), and a time
@@ -40,6 +42,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import gevent
+from gevent.lock import Semaphore
 
 from tokenload.loadgen import plugin
 from tokenload.loadgen.option_table import forwarded_argv, option_value
@@ -136,7 +139,11 @@ class StepShape(LoadTestShape):
         self._slo_breaches = 0
         self._moe: dict[str, float] | None = None
         self._asked_at = 0.0  # when the settling step last asked the workers for their reports
-        self._stopping = False  # the drain has asked Locust to stop the users
+        self._told: int | None = None  # the user count tick() last returned to Locust
+        self._tick_at = 0.0  # time.monotonic() when the last tick began
+        self._busy = Semaphore()  # one greenlet at a time runs the machine (a tick, or _on_spawned)
+        self._until = 0.0  # time.monotonic() by which the running tick (or _on_spawned) returns
+        self._listening = False
         logging.getLogger("locust.runners").addFilter(_RAMP_FILTER)  # once: a filter is a set member
 
     # -- what subclasses provide -----------------------------------------------------------------
@@ -162,19 +169,52 @@ class StepShape(LoadTestShape):
         return step.concurrency, spawn_rate(step.concurrency)
 
     def tick(self) -> tuple[int, float] | None:
+        self._tick_at = time.monotonic()
+        if not self._listening:
+            self._listening = True
+            self.runner.environment.events.spawning_complete.add_listener(self._on_spawned)
+        with self._busy:  # waits for an _on_spawned that runs into this tick (by a few ms at most)
+            until = time.monotonic() + _TICK_WAIT_S
+            spawn = self._advance(until)
+        self._told = None if spawn is None else spawn[0]
+        return spawn
+
+    def _on_spawned(self, **_kw: Any) -> None:
+        """Locust's ``spawning_complete`` (the master: every worker has started or stopped its
+        share): a step waiting for its users goes on now, in a greenlet of its own, not at the next
+        tick, up to where the tick it falls in would have stopped. Measured in
+        bench/RESULTS.md ("A step starts when its users do")."""
+        if (self.step is not None and self.reached_at is None) or self.finished:
+            gevent.spawn(self._advance_now)
+
+    def _advance_now(self) -> None:
+        if not self._busy.acquire(blocking=False):
+            return  # a tick is running: it sees the users itself
+        try:
+            until = self._tick_at + _TICK_WAIT_S
+            if time.monotonic() + _POLL_S < until:
+                self._advance(until)  # what it asks of Locust waits for the next tick
+        finally:
+            self._busy.release()
+
+    def _advance(self, until: float) -> tuple[int, float] | None:
+        """Run the machine until ``until`` (time.monotonic) or until Locust must act; the user
+        count to ask Locust for (None: end the run)."""
+        self._until = until
         if self.finished:
             return self._drain()
-        until = time.monotonic() + _TICK_WAIT_S
         if self.step is None:
             if self.open_loop:
                 setattr(self.runner.environment.parsed_options, OPEN_LOOP_OPTION, True)
             spawn = self._choose(time.time(), [])
-            if spawn is None or self.step is None or self.runner.user_count != spawn[0]:
-                return spawn  # Locust starts the step's users after this tick
+            if spawn is None or self.step is None:
+                return spawn
         while True:  # each pass runs one step as far as this tick allows
             step = self.step
             assert step is not None
             if self.reached_at is None:
+                if self.runner.user_count != step.concurrency and self._told != step.concurrency:
+                    return self._spawn(step)  # Locust starts the step's users after this tick
                 if not _wait(until, lambda s=step: self._users_reached(s, time.time()) or None):
                     return self._spawn(step)
                 self.reached_at = now = time.time()
@@ -188,7 +228,7 @@ class StepShape(LoadTestShape):
                 return self._spawn(step)
             spawn = self._close_step(step, *settled)
             # A next step with the users already running (a context or rate sweep) starts now.
-            if spawn is None or self.step is None or self.runner.user_count != spawn[0]:
+            if spawn is None or self.step is None:
                 return spawn
 
     def _run(self, step: Step, until: float) -> bool:
@@ -375,11 +415,10 @@ class StepShape(LoadTestShape):
         """After the last step: stop the users (gracefully, within --stop-timeout) so requests
         in flight finish and are counted, ask the workers for the report that ships them, then
         end once every worker has reported (at most _REPORT_GRACE_S)."""
-        until = time.monotonic() + _TICK_WAIT_S
+        until = self._until
         if self.drained_at is None:
             if self.runner.user_count > 0:
-                if not self._stopping:  # Locust stops them after this tick
-                    self._stopping = True
+                if self._told != 0:  # Locust stops them after this tick
                     return 0, 1000.0
                 if not _wait(until, lambda: self.runner.user_count == 0 or None):
                     return 0, 1000.0

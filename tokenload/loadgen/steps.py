@@ -24,8 +24,8 @@ SHRINK_MAX_S = 30.0
 def spawn_rate(users: int) -> float:
     """Users a second a step of ``users`` is spawned at (at least 10, at most 1,000): Locust
     dispatches ``floor(rate)`` users at once each second, so a step of up to 1,000 users starts
-    them all at once, and its clock (which waits for them all) a tick later. The virtual sweep
-    spawns as this says."""
+    them all at once, and its clock (which waits for them all) as soon as they run. The virtual
+    sweep spawns as this says (and starts the clock at the next tick)."""
     return float(max(min(users, 1000), 10))
 
 

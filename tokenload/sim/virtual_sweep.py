@@ -71,9 +71,11 @@ class VirtualSchedule:
     #: first tick that has them all (going down: once the extra users' requests have ended, at
     #: most ``SHRINK_MAX_S``); after it ends its load goes on until every request of its measured part
     #: has ended (looked at each ``tick_s``, at most ``settle_timeout_s``), the last step's too,
-    #: and then the load stops. (The real shape looks within each tick, loadgen/step_machine.py:
-    #: its next step starts up to a tick sooner; that time is load between steps, in no measured
-    #: part.) An open-loop step's arrivals stop at its end, those still waiting
+    #: and then the load stops. (The real shape looks within each tick and starts a step's clock
+    #: as soon as Locust says its users all run, loadgen/step_machine.py: its steps start up to a
+    #: tick sooner and settle up to a tick sooner; that time is load before a step's warm-up or
+    #: between steps, in no measured part. Kept, so cached virtual sweeps stay valid.) An
+    #: open-loop step's arrivals stop at its end, those still waiting
     #: for a free user too. False: steps follow back to back, every user starts at once, and load
     #: stops at the last step's end (a fixed schedule).
     settle: bool = True
