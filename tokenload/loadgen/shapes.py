@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 from tokenload.analysis.knee import find_knee, judged_as_server
-from tokenload.loadgen.step_machine import StepShape, _opt
+from tokenload.loadgen.step_machine import StepShape, shape_option
 from tokenload.loadgen.steps import (
     Step,
     parse_concurrency_list,
@@ -53,9 +53,9 @@ class StaircaseShape(_PlannedShape):
 
     def make_plan(self) -> list[Step]:
         return staircase(
-            parse_concurrency_list(_opt(self, "concurrency")),
-            float(_opt(self, "step_duration")),
-            float(_opt(self, "warmup")),
+            parse_concurrency_list(shape_option(self, "concurrency")),
+            float(shape_option(self, "step_duration")),
+            float(shape_option(self, "warmup")),
         )
 
     def result(self) -> dict[str, Any]:
@@ -71,14 +71,14 @@ class RateShape(_PlannedShape):
 
     def make_plan(self) -> list[Step]:
         return rate_staircase(
-            parse_rate_list(_opt(self, "rate")),
-            float(_opt(self, "step_duration")),
-            float(_opt(self, "warmup")),
-            int(_opt(self, "max_in_flight")),
+            parse_rate_list(shape_option(self, "rate")),
+            float(shape_option(self, "step_duration")),
+            float(shape_option(self, "warmup")),
+            int(shape_option(self, "max_in_flight")),
         )
 
     def result(self) -> dict[str, Any]:
-        return {"shape": "rate", "arrival": str(_opt(self, "arrival"))}
+        return {"shape": "rate", "arrival": str(shape_option(self, "arrival"))}
 
 
 class ContextSweepShape(_PlannedShape):
@@ -89,10 +89,12 @@ class ContextSweepShape(_PlannedShape):
     abstract = True
 
     def make_plan(self) -> list[Step]:
-        lengths = [s.strip() for s in str(_opt(self, "prompt_lengths")).split(",")]
-        levels = parse_concurrency_list(_opt(self, "concurrency"))
+        lengths = [s.strip() for s in str(shape_option(self, "prompt_lengths")).split(",")]
+        levels = parse_concurrency_list(shape_option(self, "concurrency"))
         base = staircase(
-            levels * len(lengths), float(_opt(self, "step_duration")), float(_opt(self, "warmup"))
+            levels * len(lengths),
+            float(shape_option(self, "step_duration")),
+            float(shape_option(self, "warmup")),
         )
         pairs = [(n, c) for n in lengths for c in levels]
         return [dataclasses.replace(s, prompt_tokens=n) for s, (n, _) in zip(base, pairs, strict=True)]
@@ -128,18 +130,18 @@ class KneeShape(StepShape):
         self.outcome = "running"
 
     def _step_of(self, index: int, concurrency: int, probe: bool) -> Step:
-        duration = float(_opt(self, "step_duration"))
+        duration = float(shape_option(self, "step_duration"))
         if probe:
-            duration = float(_opt(self, "probe_duration") or duration / 2)
+            duration = float(shape_option(self, "probe_duration") or duration / 2)
         return dataclasses.replace(
-            staircase([concurrency], duration, float(_opt(self, "warmup")))[0], index=index
+            staircase([concurrency], duration, float(shape_option(self, "warmup")))[0], index=index
         )
 
     def next_step(self, index: int, steps: list[dict[str, Any]]) -> Step | None:
-        start = int(_opt(self, "knee_start"))
-        cap = int(_opt(self, "knee_max"))
-        factor = float(_opt(self, "knee_factor"))
-        resolution = float(_opt(self, "knee_resolution"))
+        start = int(shape_option(self, "knee_start"))
+        cap = int(shape_option(self, "knee_max"))
+        factor = float(shape_option(self, "knee_factor"))
+        resolution = float(shape_option(self, "knee_resolution"))
         if not steps:
             return self._step_of(index, min(start, cap), probe=True)
         last = steps[-1]

@@ -26,7 +26,7 @@ from tokenload.analysis.slo_search import (
     probe_timing,
     search_result,
 )
-from tokenload.loadgen.step_machine import StepShape, _opt
+from tokenload.loadgen.step_machine import StepShape, shape_option
 from tokenload.loadgen.steps import Step
 from tokenload.loadgen.trace_replay import replays_trace
 from tokenload.report.capacity import SLO, good_share, parse_slo
@@ -56,20 +56,20 @@ class SLOShape(StepShape):
 
     def _settings(self) -> tuple[SLO, SearchPlan, float | None]:
         if self._slo is None or self._plan is None:
-            text = str(_opt(self, "slo") or "")
+            text = str(shape_option(self, "slo") or "")
             if not text.strip():
                 raise ValueError(
                     "--slo: the slo shape needs an SLO, e.g. --slo ttft_p95_ms=500,tpot_p95_ms=50"
                 )
             self._slo = parse_slo(text)
             self._plan = SearchPlan(
-                start=float(_opt(self, "slo_start")),
-                factor=float(_opt(self, "slo_factor")),
-                max_rate=float(_opt(self, "slo_max")),
-                resolution=float(_opt(self, "slo_resolution")),
-                repeats=int(_opt(self, "slo_repeats")),
+                start=float(shape_option(self, "slo_start")),
+                factor=float(shape_option(self, "slo_factor")),
+                max_rate=float(shape_option(self, "slo_max")),
+                resolution=float(shape_option(self, "slo_resolution")),
+                repeats=int(shape_option(self, "slo_repeats")),
             )
-        attainment = _opt(self, "slo_attainment")
+        attainment = shape_option(self, "slo_attainment")
         return self._slo, self._plan, (float(attainment) if attainment is not None else None)
 
     def _stop_condition(self, steps: list[dict[str, Any]]) -> str | None:
@@ -90,7 +90,7 @@ class SLOShape(StepShape):
                     if (v := r.get(item.field)) is not None:
                         per_request.setdefault(item.field, []).append((r["wall_start"], v))
         outcome, meets, checks = judge_probe(
-            step, slo, attainment, share, float(_opt(self, "stop_error_rate")), per_request
+            step, slo, attainment, share, float(shape_option(self, "stop_error_rate")), per_request
         )
         probe = Probe(
             step=index,
@@ -134,15 +134,21 @@ class SLOShape(StepShape):
         fill_s = max((p.e2e_p90_s for p in self.probes if p.outcome != "fail" and p.e2e_p90_s), default=0.0)
         needed = 0 if nxt.screen else min_requests(slo, attainment) * PROBE_REQUESTS_FACTOR * 2**repeat
         duration, warm = probe_timing(
-            float(_opt(self, "step_duration")) * 2**repeat, float(_opt(self, "warmup")), rate, needed, fill_s
+            float(shape_option(self, "step_duration")) * 2**repeat,
+            float(shape_option(self, "warmup")),
+            rate,
+            needed,
+            fill_s,
         )
         # Over a trace (--trace): each probe replays it from its start, rescaled to the probe's rate.
         arrival = "trace" if replays_trace(self.ctx) else None
-        return Step(index, int(_opt(self, "max_in_flight")), duration, warm, round(rate, 6), arrival=arrival)
+        return Step(
+            index, int(shape_option(self, "max_in_flight")), duration, warm, round(rate, 6), arrival=arrival
+        )
 
     def result(self) -> dict[str, Any]:
         slo, _, attainment = self._settings()
         outcome = self.outcome if self.outcome != "running" else "stopped"  # see stop_reason
         out = search_result(self.probes, outcome, slo, attainment)
-        out["arrival"] = str(_opt(self, "arrival"))
+        out["arrival"] = str(shape_option(self, "arrival"))
         return out

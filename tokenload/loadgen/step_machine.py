@@ -50,7 +50,7 @@ from tokenload.loadgen.pacing import OPEN_LOOP_OPTION
 from tokenload.loadgen.steps import SHRINK_MAX_S, Step, spawn_rate
 from tokenload.report.redact import redact
 
-__all__ = ["RECORDED_OPTION_GROUPS", "StepShape"]
+__all__ = ["RECORDED_OPTION_GROUPS", "StepShape", "shape_option"]
 
 log = logging.getLogger("tokenload")
 
@@ -100,7 +100,7 @@ _RAMP_FILTER = _DeliberateRamp()
 RECORDED_OPTION_GROUPS = ("load", "server", "steps", "knee", "trace", "slo", "stop")
 
 
-def _opt(shape: LoadTestShape, name: str) -> Any:
+def shape_option(shape: LoadTestShape, name: str) -> Any:
     """A run option's value, or its default from the option table (library use, no parsing)."""
     return option_value(shape.runner.environment.parsed_options, name)
 
@@ -158,7 +158,7 @@ class StepShape(LoadTestShape):
 
     def drains(self) -> bool:
         """Whether each step starts from an idle server (``--drain``)."""
-        return bool(_opt(self, "drain"))
+        return bool(shape_option(self, "drain"))
 
     # -- the state machine -----------------------------------------------------------------------
     @property
@@ -238,7 +238,7 @@ class StepShape(LoadTestShape):
         while True:
             now = time.time()
             elapsed = now - self.reached_at
-            budget = _opt(self, "time_budget")
+            budget = shape_option(self, "time_budget")
             budget_end = (
                 None if budget is None else (self.first_start or now) + float(budget) - self.reached_at
             )
@@ -275,7 +275,7 @@ class StepShape(LoadTestShape):
         unfinished = self.ctx.unfinished(step.index)
         # --drain: nothing may be in flight either (no user starts one meanwhile).
         busy = self.ctx.in_flight_total() if self.drains() else 0
-        if (unfinished or busy) and now - self.ended_at < float(_opt(self, "settle_timeout")):
+        if (unfinished or busy) and now - self.ended_at < float(shape_option(self, "settle_timeout")):
             workers = getattr(self.runner, "worker_count", 0)  # a master: its workers (never asked locally)
             if not self.ctx.fleet.awaiting_reports and now - self._asked_at >= _reask_interval_s(workers):
                 self._asked_at = now
@@ -286,7 +286,7 @@ class StepShape(LoadTestShape):
     def _close_step(self, step: Step, unfinished: int, busy: int) -> tuple[int, float] | None:
         """The settled step's summary and verdict; then the next step (or the drain)."""
         now = time.time()
-        settle_s = float(_opt(self, "settle_timeout"))
+        settle_s = float(shape_option(self, "settle_timeout"))
         if self.drains():
             assert self.ended_at is not None
             self.ctx.steps.note_drained(step.index, now - self.ended_at, busy)
@@ -321,7 +321,7 @@ class StepShape(LoadTestShape):
         if self._moe is None:
             from tokenload.metrics.precision import parse_target_moe
 
-            text = _opt(self, "target_moe")
+            text = shape_option(self, "target_moe")
             self._moe = parse_target_moe(text) if text else {}  # parsed once: it holds for the run
         return bool(self._moe) and self.ctx.steps.precise(step.index, self._moe)
 
@@ -351,7 +351,7 @@ class StepShape(LoadTestShape):
         self._shrink_since = None
         reason = self._stop_condition(steps)
         nxt = None if reason else self.next_step(len(self.done), steps)
-        budget = _opt(self, "time_budget")
+        budget = shape_option(self, "time_budget")
         start = self.first_start if self.first_start is not None else now
         if nxt is not None and budget is not None and now + nxt.duration_s > start + float(budget):
             reason = f"--time-budget: {budget:g} s would be exceeded by the next step"
@@ -373,24 +373,24 @@ class StepShape(LoadTestShape):
         last = steps[-1]
         reqs = last.get("requests") or {}
         total = (reqs.get("ok") or 0) + (reqs.get("failed") or 0)
-        max_err = float(_opt(self, "stop_error_rate"))
+        max_err = float(shape_option(self, "stop_error_rate"))
         if total and reqs["failed"] / total > max_err:
             return (
                 f"--stop-error-rate: step {last['index']} failed {reqs['failed']} of {total} (> {max_err:g})"
             )
-        if "oversaturated" in (last.get("flags") or []) and not _opt(self, "no_stop_oversaturated"):
+        if "oversaturated" in (last.get("flags") or []) and not shape_option(self, "no_stop_oversaturated"):
             t = last.get("waiting_trend") or {}
             return (
                 f"over-saturated: the server's waiting queue grew from {t.get('first')} to {t.get('last')} "
                 f"through step {last['index']} (--no-stop-oversaturated to go on)"
             )
-        slo_text = _opt(self, "stop_slo")
+        slo_text = shape_option(self, "stop_slo")
         if slo_text:
             from tokenload.report.capacity import check_steps, parse_slo
 
             check = check_steps([last], parse_slo(slo_text))[0]
             self._slo_breaches = 0 if check.meets else self._slo_breaches + 1
-            n = int(_opt(self, "stop_slo_steps"))
+            n = int(shape_option(self, "stop_slo_steps"))
             if self._slo_breaches >= n:
                 broke = f"{n} steps in a row broke it" if n > 1 else "the step broke it"
                 return f"--stop-slo: {broke} ({'; '.join(check.failed_items)})"

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from tokenload.loadgen import workload
 from tokenload.loadgen.option_table import option_value
-from tokenload.loadgen.step_machine import StepShape, _opt
+from tokenload.loadgen.step_machine import StepShape, shape_option
 from tokenload.loadgen.steps import Step, staircase
 from tokenload.workload.errors import WorkloadError
 from tokenload.workload.spec import TraceSpec, load_workload_file
@@ -137,7 +137,7 @@ class TraceShape(StepShape):
 
     def next_step(self, index: int, steps: list[dict[str, Any]]) -> Step | None:
         trace, windows = trace_of(self.ctx), self.windows()
-        users, warmup = int(_opt(self, "max_in_flight")), float(_opt(self, "warmup"))
+        users, warmup = int(shape_option(self, "max_in_flight")), float(shape_option(self, "warmup"))
         if not windows:
             if index > 0:
                 return None
