@@ -182,8 +182,9 @@ class StepShape(LoadTestShape):
     def _on_spawned(self, **_kw: Any) -> None:
         """Locust's ``spawning_complete`` (the master: every worker has started or stopped its
         share): a step waiting for its users goes on now, in a greenlet of its own, not at the next
-        tick, up to where the tick it falls in would have stopped. Measured in
-        bench/RESULTS.md ("A step starts when its users do")."""
+        tick, up to where the tick it falls in would have stopped. Measured by bench/step_clock.py
+        (bench/RESULTS.md, "A sweep's clock"): 3 steps of 2 s, 9.7 s from start to end instead of
+        12.7 alone, 13.4 instead of 15.9 with a worker."""
         if (self.step is not None and self.reached_at is None) or self.finished:
             gevent.spawn(self._advance_now)
 
