@@ -6,6 +6,8 @@ import pytest
 
 from tokenload.analysis.diagnosis import diagnose_steps, find_knee
 
+pytestmark = pytest.mark.simulated_time
+
 
 def _v(name: str) -> dict:
     return {"bottleneck": name}

@@ -3,7 +3,11 @@ queue that settled."""
 
 from __future__ import annotations
 
+import pytest
+
 from tokenload.analysis.oversaturation import waiting_trend
+
+pytestmark = pytest.mark.simulated_time
 
 
 def test_a_growing_queue_is_oversaturated() -> None:

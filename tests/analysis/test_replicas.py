@@ -3,9 +3,13 @@ steps: pure and fast. The over-HTTP case is tests/sweep/test_replicas.py."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.analysis.test_diagnosis import step
 from tokenload.analysis.judge import judge_steps
 from tokenload.analysis.replicas import replica_steps
+
+pytestmark = pytest.mark.simulated_time
 
 
 def _fleet(users: int, tput: float, a: dict, b: dict, **fleet) -> dict:

@@ -23,6 +23,8 @@ from tokenload.report.capacity import Share, parse_slo
 
 from .slo_model import CAPACITY, SLO, TRUE_RATE, simulate_search, step_of
 
+pytestmark = pytest.mark.simulated_time
+
 
 def test_wilson_interval_matches_its_textbook_value() -> None:
     # 95 of 100: Wilson's 95 % interval is [0.888, 0.978] (Newcombe 1998, table I's method 3).

@@ -9,6 +9,8 @@ import pytest
 
 from tokenload.analysis.stepmodel import MACHINE_BALANCE, STEP_OVERHEAD_MS, StepModel
 
+pytestmark = pytest.mark.simulated_time
+
 
 def roofline(c: float, m: float, overlap: float) -> float:
     return max(c, m) + (1 - overlap) * min(c, m)

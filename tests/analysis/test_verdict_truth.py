@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import copy
 
+import pytest
+
 from tokenload.analysis.judge import judge_steps
 from tokenload.analysis.signals import NOISE_SIGNAL
 from tokenload.servermetrics.parse import parse_page
 from tokenload.sim.oracle import SATURATION_GAIN, judge_level
 from tokenload.sim.profile import load_profile
 from tokenload.sim.virtual_sweep import VirtualSchedule, VirtualWorkload, virtual_sweep
+
+pytestmark = pytest.mark.simulated_time
 
 A40 = "a40-qwen2.5-7b"
 

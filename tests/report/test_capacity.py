@@ -19,6 +19,8 @@ from tokenload.report.capacity import (
     search_capacity,
 )
 
+pytestmark = pytest.mark.simulated_time
+
 
 def step(
     i: int, users: int, ttft95: float, tpot95: float, rps: float = 1.0, tput: float = 100.0, **kw

@@ -18,6 +18,8 @@ from tokenload.report.charts import (
 )
 from tokenload.report.svg import Chart, HLine, Scale, Series, linear_ticks, log_ticks, render_chart
 
+pytestmark = pytest.mark.simulated_time
+
 
 def test_linear_ticks_are_round_and_cover_the_data() -> None:
     lo, hi, ticks = linear_ticks(0, 449.4)

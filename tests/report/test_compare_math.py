@@ -20,6 +20,8 @@ from tokenload.report.noise import (
     t_quantile,
 )
 
+pytestmark = pytest.mark.simulated_time
+
 
 def make_run(
     seed: int,

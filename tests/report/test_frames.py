@@ -7,10 +7,13 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from tokenload.metrics.records import RECORD_FIELDS
 from tokenload.report.frames import REQUEST_TYPES, requests_table, server_metrics_table
 from tokenload.report.redact import REDACTED, is_secret_key, redact
+
+pytestmark = pytest.mark.simulated_time
 
 
 def _write_read(tmp_path: Path, frame, schema) -> pa.Table:

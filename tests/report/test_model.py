@@ -6,12 +6,16 @@ from __future__ import annotations
 import copy
 import shlex
 
+import pytest
+
 from tokenload.analysis.thresholds import Thresholds
 from tokenload.report.capacity import Target, parse_slo
 from tokenload.report.html import render_html
 from tokenload.report.markdown import render_markdown
 from tokenload.report.model import build_model, reconstructed_command, refresh_verdicts
 from tokenload.report.tables import COLUMNS, failure_counts, step_cells, text_table
+
+pytestmark = pytest.mark.simulated_time
 
 
 def step(

@@ -3,7 +3,11 @@ workload's draws, each way with its count and share."""
 
 from __future__ import annotations
 
+import pytest
+
 from tokenload.report.workload_text import fit_lines
+
+pytestmark = pytest.mark.simulated_time
 
 
 def test_nothing_is_said_when_every_draw_fit() -> None:

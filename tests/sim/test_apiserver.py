@@ -10,6 +10,8 @@ from tokenload.sim.engine import EngineConfig
 from tokenload.sim.profile import load_profile
 from tokenload.sim.virtual_sweep import VirtualSchedule, VirtualWorkload, virtual_sweep
 
+pytestmark = pytest.mark.simulated_time
+
 
 def test_each_process_serves_its_requests_one_at_a_time_in_arrival_order() -> None:
     one = APIServer(1, request_s=0.010)

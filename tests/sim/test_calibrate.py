@@ -30,6 +30,8 @@ from tokenload.sim.calibrate import (
 from tokenload.sim.engine import EngineConfig
 from tokenload.sim.profile import load_profile
 
+pytestmark = pytest.mark.simulated_time
+
 BASE = "h100-llama3.1-8b"
 
 

@@ -7,6 +7,8 @@ import pytest
 from tokenload.sim.engine import EngineConfig, SimEngine
 from tokenload.sim.virtual import RequestSpec, run_closed_loop
 
+pytestmark = pytest.mark.simulated_time
+
 # Source: the project's reference notes (shared/reference/seed-context-length.md), from the
 # llm-inference-lab write-up: vLLM 0.6.6.post1, Qwen2.5-7B-Instruct bf16, one NVIDIA A40,
 # concurrency 1, output fixed at 64 tokens, times from vLLM's /metrics histograms, in ms.

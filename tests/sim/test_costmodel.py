@@ -7,6 +7,8 @@ import pytest
 from tokenload.sim.costmodel import BatchShape, CostModel, PrefillChunk, step_cost
 from tokenload.sim.profile import EfficiencySpec, load_profile
 
+pytestmark = pytest.mark.simulated_time
+
 
 @pytest.fixture
 def a40() -> CostModel:

@@ -6,6 +6,8 @@ import pytest
 
 from tokenload.sim.draws import draw_spread, range_text
 
+pytestmark = pytest.mark.simulated_time
+
 
 def _step(index: int, tput: float, ttft: float | None, verdict: str) -> dict:
     return {

@@ -9,6 +9,8 @@ from tokenload.sim.profile import list_profiles
 from tokenload.sim.tokenizer import EOS_TOKEN_ID, decode
 from tokenload.sim.virtual import RequestSpec, run_arrivals, run_closed_loop
 
+pytestmark = pytest.mark.simulated_time
+
 
 def run_to_end(engine: SimEngine, now_s: float = 0.0) -> tuple[dict[str, list], float]:
     outputs: dict[str, list] = {}

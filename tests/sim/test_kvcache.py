@@ -7,6 +7,8 @@ import pytest
 from tokenload.sim.kvcache import KVCache, SeqBlocks, num_gpu_blocks_for
 from tokenload.sim.profile import load_profile
 
+pytestmark = pytest.mark.simulated_time
+
 
 def test_blocks_from_profile() -> None:
     profile = load_profile("a40-qwen2.5-7b")

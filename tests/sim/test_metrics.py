@@ -13,6 +13,8 @@ from tokenload.sim.engine import EngineConfig, SimEngine
 from tokenload.sim.metrics import SimMetrics, build_1_2_5_buckets
 from tokenload.sim.virtual import RequestSpec, run_closed_loop
 
+pytestmark = pytest.mark.simulated_time
+
 GOLDEN = Path(__file__).parents[1] / "goldens" / "vllm-0.32-cpu-metrics.txt"
 
 # Golden families the emulator deliberately does not export, and why. Empty: every family of the

@@ -8,6 +8,8 @@ import pytest
 
 from tokenload.sim.profile import DEFAULT_PROFILE, ProfileError, list_profiles, load_profile
 
+pytestmark = pytest.mark.simulated_time
+
 
 def test_shipped_profiles_load() -> None:
     names = list_profiles()

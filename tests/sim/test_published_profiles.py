@@ -12,6 +12,8 @@ import pytest
 from tokenload.sim import published
 from tokenload.sim.profile import load_profile
 
+pytestmark = pytest.mark.simulated_time
+
 HELD_OUT = [p for p in published.POINTS if p.role == "held_out"]
 
 

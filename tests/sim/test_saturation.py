@@ -10,6 +10,8 @@ import pytest
 from tokenload.sim.engine import EngineConfig, SimEngine
 from tokenload.sim.virtual import RequestSpec, VirtualRun, run_closed_loop
 
+pytestmark = pytest.mark.simulated_time
+
 
 def prompt_of(length: int) -> Callable[[int, int], list[int]]:
     return lambda client, i: [(client * 31 + i * 7 + k) % 256 for k in range(length)]

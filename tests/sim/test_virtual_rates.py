@@ -8,6 +8,8 @@ import pytest
 
 from tokenload.sim.virtual_sweep import VirtualSchedule, VirtualWorkload, virtual_sweep
 
+pytestmark = pytest.mark.simulated_time
+
 
 @pytest.mark.parametrize(
     ("prompt", "output", "levels", "step_s"),

@@ -14,6 +14,8 @@ import pytest
 from tokenload.sim.profile import load_profile
 from tokenload.sim.virtual_sweep import VirtualSchedule, VirtualWorkload, virtual_sweep
 
+pytestmark = pytest.mark.simulated_time
+
 A40 = "a40-qwen2.5-7b"
 
 

@@ -12,6 +12,8 @@ import pytest
 from tokenload.sim import tokenizer as byte_tokenizer
 from tokenload.sim.vocab import FileVocabulary, load_tokenizer_file
 
+pytestmark = pytest.mark.simulated_time
+
 tokenizers = pytest.importorskip("tokenizers")
 
 
