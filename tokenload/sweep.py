@@ -32,6 +32,7 @@ from tokenload.loadgen.steps import (
     rate_staircase,
     staircase,
 )
+from tokenload.metrics.failures import requests_ended
 from tokenload.report.model import knee_sentence
 from tokenload.report.search_text import search_lines
 from tokenload.report.workload_text import fit_lines
@@ -451,19 +452,13 @@ def main(argv: list[str] | None = None) -> int:
         print("tokenload sweep: the run ended before it measured anything (no summary.json; the "
               "reason is logged above)", file=sys.stderr)  # fmt: skip
         return rc or 2
-    if not any(_ended(step) for step in summary["steps"]):
+    if not any(requests_ended(step) for step in summary["steps"]):
         # Its first step began, and its workers were gone before a request ended (the same
         # workload, with the worker lost a moment later): no more measured than above.
         print("tokenload sweep: the run ended before it measured anything (no request ended in "
               "any step; the reason is logged above)", file=sys.stderr)  # fmt: skip
         return rc or 2
     return rc
-
-
-def _ended(step: dict[str, Any]) -> int:
-    """Requests of the step's measured part that ended (succeeded or failed)."""
-    reqs = step.get("requests") or {}
-    return (reqs.get("ok") or 0) + (reqs.get("failed") or 0)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ detail stays in the record."""
 from __future__ import annotations
 
 from tokenload.client.http_stream import _error_detail
-from tokenload.metrics.failures import RequestFailure, failure_cause
+from tokenload.metrics.failures import RequestFailure, failed_share, failure_cause, requests_ended
 
 
 def test_what_varies_per_request_is_left_out_of_the_cause() -> None:
@@ -28,3 +28,12 @@ def test_the_failure_keeps_the_whole_detail() -> None:
     f = RequestFailure("truncated", "connection closed after 37 tokens")
     assert str(f) == "truncated: connection closed after N tokens"
     assert f.detail == "connection closed after 37 tokens"
+
+
+def test_a_steps_ended_requests_and_failed_share() -> None:
+    step = {"requests": {"ok": 6, "failed": 2, "by_failure_class": {"http_5xx": 2}}}
+    assert requests_ended(step) == 8 and failed_share(step) == 0.25
+    # A step without requests (a step that measured nothing, or a summary without the field).
+    for empty in ({}, {"requests": None}, {"requests": {"ok": 0, "failed": 0}}):
+        assert requests_ended(empty) == 0 and failed_share(empty) is None
+    assert failed_share({"requests": {"ok": 0, "failed": 3}}) == 1.0

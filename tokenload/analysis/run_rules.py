@@ -15,7 +15,7 @@ from tokenload.metrics.definitions import (
     CLIENT_SEND_LAG_LIMIT_MS,
     COALESCED_FIRST_SHARE,
 )
-from tokenload.metrics.failures import FAILURE_CLASSES
+from tokenload.metrics.failures import FAILURE_CLASSES, failed_share, requests_ended
 
 __all__ = [
     "CLIENT_CAUSED_FAILURES",
@@ -72,8 +72,7 @@ def rule_nothing_measured(
     no prompt or output tokens on /metrics, or no /metrics): nothing measured says anything of the server. A
     server busy with requests that outlive the step (a cache that thrashes, long prefills) is
     judged by its own signals."""
-    reqs = step.get("requests")
-    if reqs is None or (reqs.get("ok") or 0) + (reqs.get("failed") or 0) > 0:
+    if step.get("requests") is None or requests_ended(step) > 0:
         return None
     srv = step.get("server") or {}
     if (srv.get("requests_running") or {}).get("mean") or any(
@@ -93,11 +92,9 @@ def rule_nothing_measured(
 def failures(step: dict[str, Any]) -> tuple[float | None, str]:
     """A step's failed share of its requests (None without requests) and its commonest failure
     class ("unclassified" without classes)."""
-    reqs = step.get("requests") or {}
-    total = (reqs.get("ok") or 0) + (reqs.get("failed") or 0)
-    by = reqs.get("by_failure_class") or {}
+    by = (step.get("requests") or {}).get("by_failure_class") or {}
     dominant = max(by, key=by.get) if by else "unclassified"
-    return ((reqs.get("failed") or 0) / total if total else None), dominant
+    return failed_share(step), dominant
 
 
 #: Failure classes a client that falls behind can cause itself (it reads its streams late): with

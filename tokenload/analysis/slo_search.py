@@ -51,6 +51,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from tokenload.metrics.failures import failed_share
 from tokenload.metrics.intervals import BATCHES, Z95, batch_interval, quantile_rank_interval, share_interval
 from tokenload.report.capacity import SLO, Share
 
@@ -202,10 +203,8 @@ def judge_probe(
         else:
             outcome = INDETERMINATE
         checks.append(ItemCheck("attainment", attainment, value, interval, outcome))
-    reqs = step.get("requests") or {}
-    total = (reqs.get("ok") or 0) + (reqs.get("failed") or 0)
-    if total and (reqs.get("failed") or 0) / total > max_error_rate:
-        share_failed = (reqs.get("failed") or 0) / total
+    share_failed = failed_share(step)
+    if share_failed is not None and share_failed > max_error_rate:
         checks.append(ItemCheck("failed_share", max_error_rate, share_failed, (None, None), FAIL))
     meets = bool(checks) and all(_meets(c) for c in checks)
     outcomes = {c.outcome for c in checks}

@@ -48,6 +48,7 @@ from tokenload.loadgen import plugin
 from tokenload.loadgen.option_table import forwarded_argv, option_value
 from tokenload.loadgen.pacing import OPEN_LOOP_OPTION
 from tokenload.loadgen.steps import SHRINK_MAX_S, Step, spawn_rate
+from tokenload.metrics.failures import failed_share, requests_ended
 from tokenload.report.redact import redact
 
 __all__ = ["RECORDED_OPTION_GROUPS", "StepShape", "shape_option"]
@@ -142,7 +143,6 @@ class StepShape(LoadTestShape):
         self._told: int | None = None  # the user count tick() last returned to Locust
         self._tick_at = 0.0  # time.monotonic() when the last tick began
         self._busy = Semaphore()  # one greenlet at a time runs the machine (a tick, or _on_spawned)
-        self._until = 0.0  # time.monotonic() by which the running tick (or _on_spawned) returns
         self._listening = False
         logging.getLogger("locust.runners").addFilter(_RAMP_FILTER)  # once: a filter is a set member
 
@@ -201,15 +201,12 @@ class StepShape(LoadTestShape):
     def _advance(self, until: float) -> tuple[int, float] | None:
         """Run the machine until ``until`` (time.monotonic) or until Locust must act; the user
         count to ask Locust for (None: end the run)."""
-        self._until = until
-        if self.finished:
-            return self._drain()
-        if self.step is None:
+        if self.step is None and not self.finished:
             if self.open_loop:
                 setattr(self.runner.environment.parsed_options, OPEN_LOOP_OPTION, True)
-            spawn = self._choose(time.time(), [])
-            if spawn is None or self.step is None:
-                return spawn
+            self._choose(time.time(), [])
+        if self.finished:
+            return self._drain(until)
         while True:  # each pass runs one step as far as this tick allows
             step = self.step
             assert step is not None
@@ -227,10 +224,10 @@ class StepShape(LoadTestShape):
             settled = _wait(until, lambda s=step: self._settled(s))
             if settled is None:
                 return self._spawn(step)
-            spawn = self._close_step(step, *settled)
-            # A next step with the users already running (a context or rate sweep) starts now.
-            if spawn is None or self.step is None:
-                return spawn
+            self._close_step(step, *settled)
+            if self.finished:
+                return self._drain(until)
+            # The next step: with its users already running (a context or rate sweep) it starts now.
 
     def _run(self, step: Step, until: float) -> bool:
         """The step's clock: its warm-up, then its measured part, each boundary kept to the
@@ -284,8 +281,8 @@ class StepShape(LoadTestShape):
             return None
         return unfinished, busy
 
-    def _close_step(self, step: Step, unfinished: int, busy: int) -> tuple[int, float] | None:
-        """The settled step's summary and verdict; then the next step (or the drain)."""
+    def _close_step(self, step: Step, unfinished: int, busy: int) -> None:
+        """The settled step's summary and verdict; then the choice of the next step (or the end)."""
         now = time.time()
         settle_s = float(shape_option(self, "settle_timeout"))
         if self.drains():
@@ -315,7 +312,7 @@ class StepShape(LoadTestShape):
         if judged is not None:
             self.ctx.step_judged(judged)
         self.done.append(step)
-        return self._choose(now, steps)
+        self._choose(now, steps)
 
     def _precise(self, step: Step) -> bool:
         """--target-moe: the step's figures are known well enough to end it now."""
@@ -347,7 +344,8 @@ class StepShape(LoadTestShape):
             return True
         return False
 
-    def _choose(self, now: float, steps: list[dict[str, Any]]) -> tuple[int, float] | None:
+    def _choose(self, now: float, steps: list[dict[str, Any]]) -> None:
+        """The next step (``self.step``), or the end of the run (``self.finished``)."""
         self.step, self.reached_at, self.ended_at = None, None, None
         self._shrink_since = None
         reason = self._stop_condition(steps)
@@ -363,22 +361,19 @@ class StepShape(LoadTestShape):
                 log.warning("tokenload: stopping: %s", reason)  # once: the log reaches the console
             self.finished = True
             self._record_result()
-            return self._drain()
+            return
         self.step = nxt
         self.ctx.prepare_step(nxt)
-        return self._spawn(nxt)
 
     def _stop_condition(self, steps: list[dict[str, Any]]) -> str | None:
         if not steps:
             return None
         last = steps[-1]
-        reqs = last.get("requests") or {}
-        total = (reqs.get("ok") or 0) + (reqs.get("failed") or 0)
         max_err = float(shape_option(self, "stop_error_rate"))
-        if total and reqs["failed"] / total > max_err:
-            return (
-                f"--stop-error-rate: step {last['index']} failed {reqs['failed']} of {total} (> {max_err:g})"
-            )
+        share = failed_share(last)
+        if share is not None and share > max_err:
+            failed, ended = last["requests"]["failed"], requests_ended(last)
+            return f"--stop-error-rate: step {last['index']} failed {failed} of {ended} (> {max_err:g})"
         if "oversaturated" in (last.get("flags") or []) and not shape_option(self, "no_stop_oversaturated"):
             t = last.get("waiting_trend") or {}
             return (
@@ -412,11 +407,11 @@ class StepShape(LoadTestShape):
         """Shape-specific findings for summary.json's ``search``."""
         return {"shape": type(self).__name__}
 
-    def _drain(self) -> tuple[int, float] | None:
+    def _drain(self, until: float) -> tuple[int, float] | None:
         """After the last step: stop the users (gracefully, within --stop-timeout) so requests
         in flight finish and are counted, ask the workers for the report that ships them, then
-        end once every worker has reported (at most _REPORT_GRACE_S)."""
-        until = self._until
+        end once every worker has reported (at most _REPORT_GRACE_S); as far as ``until``
+        (time.monotonic) allows, then the next tick goes on."""
         if self.drained_at is None:
             if self.runner.user_count > 0:
                 if self._told != 0:  # Locust stops them after this tick

@@ -3,8 +3,17 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
-__all__ = ["FAILURE_CLASSES", "RequestFailure", "classify_http_status", "failure_cause"]
+__all__ = [
+    "FAILURE_CLASSES",
+    "RequestFailure",
+    "classify_http_status",
+    "failed_share",
+    "failure_cause",
+    "requests_ended",
+]
 
 #: name -> what it means. The order is the order reports list them in.
 FAILURE_CLASSES: dict[str, str] = {
@@ -73,3 +82,17 @@ def classify_http_status(status: int) -> str | None:
     if status >= 500:
         return "http_5xx"
     return "malformed_stream"  # 1xx/3xx where a stream was expected
+
+
+def requests_ended(step: Mapping[str, Any]) -> int:
+    """The requests of a step's measured part that ended, succeeded or failed: its summary's
+    ``requests.ok + requests.failed`` (0 where the step has no ``requests``)."""
+    reqs = step.get("requests") or {}
+    return (reqs.get("ok") or 0) + (reqs.get("failed") or 0)
+
+
+def failed_share(step: Mapping[str, Any]) -> float | None:
+    """The share of a step's ended requests (:func:`requests_ended`) that failed; None where none
+    ended."""
+    ended = requests_ended(step)
+    return ((step.get("requests") or {}).get("failed") or 0) / ended if ended else None
