@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -18,8 +17,6 @@ from tokenload.sim.tokenizer import (
     encode,
 )
 from tokenload.sim.vocab import ByteVocabulary
-
-pytestmark = pytest.mark.simulated_time
 
 
 @given(st.text())

@@ -11,8 +11,10 @@ ROOT = Path(__file__).resolve().parents[2]
 MARK = "simulated_time"
 
 # A module in the idle lane may be starved for minutes while the other lane fills both cores:
-# nothing in it may start a process, open a socket, sleep or read the wall clock.
+# nothing in it may start a process, open a socket, sleep or read the wall clock. Hypothesis
+# neither: its deadline (200 ms an example by default) is a wall-clock bound.
 FORBIDDEN_MODULES = (
+    "hypothesis",
     "subprocess",
     "socket",
     "urllib",
