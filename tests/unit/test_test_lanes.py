@@ -25,7 +25,7 @@ FORBIDDEN_MODULES = (
     "threading",
     "asyncio",
 )
-FORBIDDEN_NAMES = {"ServerProcess", "run_locust", "start_mock", "with_trusted_client", "run_sweep"}
+FORBIDDEN_NAMES = {"ServerProcess", "run_locust", "start_mock", "with_trusted_client"}
 
 
 def _marked(tree: ast.Module) -> bool:
