@@ -208,6 +208,8 @@ def run_scenario(sc: dict[str, Any]) -> dict[str, Any]:
         "verdict_secondary": verdict.get("secondary"),
         "decided_by": verdict.get("decided_by"),
         "evidence": verdict["evidence"],
+        "close_call": bool(verdict.get("close_call")),
+        "verdict_saturated": bool(verdict.get("saturated")),
         "seconds": round(time.perf_counter() - t0, 2),
     }
 
@@ -382,6 +384,18 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
     # Not the accuracy: how often the oracle's label is at least named, as the verdict or as its
     # secondary (a predicted gain within 80 % of the best one's).
     named = sum(r["oracle"] in (r["verdict"], r.get("verdict_secondary")) for r in results)
+    # Verdicts whose predicted gain from 2x load fell within Thresholds.saturation_margin of the
+    # line (close calls) against the rest: how often each gets the label, and saturated-or-not.
+    calls = {}
+    for name, mine in (
+        ("close_calls", [r for r in results if r.get("close_call")]),
+        ("the_rest", [r for r in results if not r.get("close_call")]),
+    ):
+        calls[name] = {
+            "count": len(mine),
+            "right": sum(r["verdict"] == r["oracle"] for r in mine),
+            "saturated_agrees": sum(r.get("verdict_saturated") == (r["oracle"] != "none") for r in mine),
+        }
     return {
         "scenarios": len(results),
         "overall_accuracy": round(right / len(results), 3) if results else None,
@@ -389,6 +403,7 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
         "overall_accuracy_ci95": [round(x, 3) for x in wilson(right, len(results))] if results else None,
         "oracle_label_named": round(named / len(results), 3) if results else None,
         "verdict_is_oracle_secondary": secondary,
+        "close_calls": calls,
         "per_label": per_label,
         "per_profile": per_profile,
         "confusion": confusion,
@@ -436,6 +451,9 @@ def _print(summary: dict[str, Any], seed: int) -> None:
     named = summary["oracle_label_named"]
     print(f"verdict named the oracle's secondary: {summary['verdict_is_oracle_secondary']}; "
           f"the oracle's label named as the verdict or its secondary: {named:.1%}")  # fmt: skip
+    for name, c in summary["close_calls"].items():
+        print(f"{name.replace('_', ' ')}: {c['count']}, label right {c['right']}, "
+              f"saturated-or-not right {c['saturated_agrees']}")  # fmt: skip
     print(f"\nwrong ({len(summary['wrong'])}):")
     for w in summary["wrong"]:
         sc = w["scenario"]

@@ -119,14 +119,19 @@ def _saturation(sig: StepSignals, th: Thresholds) -> tuple[bool | None, list[dic
             # time before the batch has to grow.
             gain = min(1.0, (1.0 + gain) / sig.busy - 1.0)
             why += f"; the engine stepped {sig.busy:.0%} of the time"
-        ev = [
-            _ev(
-                "predicted gain from 2x load",
-                round(gain, 3),
-                f"{'<' if gain < th.saturation_gain else '>='} {th.saturation_gain}: {why}; {model.how}",
+        head = _ev(
+            "predicted gain from 2x load",
+            round(gain, 3),
+            f"{'<' if gain < th.saturation_gain else '>='} {th.saturation_gain}: {why}; {model.how}",
+        )
+        if abs(gain - th.saturation_gain) < th.saturation_margin:
+            head["close_call"] = True
+            head["rule"] += (
+                f"; a close call: within {th.saturation_margin} of the line, where the step model's "
+                "saturated-or-not call agreed with the ground truth no better than a coin "
+                "(Thresholds.saturation_margin)"
             )
-        ]
-        return gain < th.saturation_gain, ev
+        return gain < th.saturation_gain, [head]
     if room == 1.0:
         return True, [_ev(room_metric, room_value, f"the batch cannot grow: {why}")]
     eff = sig.efficiency
@@ -451,6 +456,8 @@ def diagnose_steps(
                 "advice": ADVICE[name],
                 "secondary": next((e["secondary"] for e in evidence if "secondary" in e), None),
             }
+            if any(e.get("close_call") for e in evidence):
+                verdict["close_call"] = True
             if _completed(step) < th.min_completed and not _g(
                 step, "server", "generation_tokens", "rate_per_s"
             ):

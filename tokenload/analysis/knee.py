@@ -44,6 +44,8 @@ def find_knee(steps: list[dict[str, Any]], verdicts: list[dict[str, Any]]) -> di
                 "concurrency": steps[i].get("concurrency"),
                 "target_rate_rps": steps[i].get("target_rate_rps"),
                 "bottleneck": v["bottleneck"],
+                # Its saturation was a close call (Thresholds.saturation_margin).
+                "close_call": bool(v.get("close_call")),
                 "last_unsaturated_concurrency": last_good.get("concurrency") if last_good else None,
                 "last_unsaturated_rate_rps": last_good.get("target_rate_rps") if last_good else None,
                 "output_tokens_per_s_at_knee": steps[i].get("output_tokens_per_s"),

@@ -17,6 +17,13 @@ class Thresholds:
     #: step below) to raise output throughput by less than this share. The ground truth's own
     #: definition (tokenload.sim.oracle.SATURATION_GAIN): a quarter of ideal scaling.
     saturation_gain: float = 0.25
+    #: A predicted gain from 2x load this close to ``saturation_gain`` (either side) is a close
+    #: call: the verdict keeps its label and says so (``close_call``). Measured, not chosen for
+    #: accuracy: on the development seeds 1 and 5 of bench/verdict_accuracy.py (400 scenarios,
+    #: with and without --given-max-num-seqs; 630 predicted gains), the prediction's
+    #: saturated-or-not call agreed with the ground truth in 9 of 21 scenarios within 0.05 of the
+    #: line, no better than a coin, and in 591 of 609 outside it (17 of 19 between 0.05 and 0.1).
+    saturation_margin: float = 0.05
     #: Without a step-time model (too few signals): saturated when throughput grew by less than
     #: this share of the load's growth since the step below (1.0 = perfect scaling).
     scaling_efficiency: float = 0.5
@@ -85,6 +92,7 @@ _RANGES: dict[str, tuple[float, float]] = {
         for name in (
             "error_rate",
             "saturation_gain",
+            "saturation_margin",
             "scaling_efficiency",
             "kv_full_ratio",
             "cap_pinned_share",

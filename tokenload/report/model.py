@@ -177,9 +177,15 @@ def knee_sentence(summary: dict[str, Any]) -> str:
         if knee["bottleneck"] == "imbalance"
         else f"{knee['bottleneck']} ran out"
     )
+    close = (
+        " A close call: the predicted gain from twice the load was near the saturation line, "
+        "where the prediction is no better than a coin (the step's evidence quotes both)."
+        if knee.get("close_call")
+        else ""
+    )
     return (
         f"Saturated at step {knee['step']} ({load_label(step)}): {what}{prev}. "
-        f"Output at the knee: {knee.get('output_tokens_per_s_at_knee') or 0:.1f} tokens/s."
+        f"Output at the knee: {knee.get('output_tokens_per_s_at_knee') or 0:.1f} tokens/s.{close}"
     )
 
 

@@ -103,6 +103,8 @@ def _verdict_name(step: dict[str, Any]) -> str:
         name += " (short_output)"
     if "replicas_changed" in flags:
         name += " (replicas_changed)"
+    if _g(step, "verdict", "close_call"):
+        name += " (close call)"
     return name
 
 
@@ -301,6 +303,8 @@ def verdict_sentence(step: dict[str, Any]) -> str:
     secondary = _g(step, "verdict", "secondary")
     if secondary:
         tail += f" (a close second: {secondary})"
+    if _g(step, "verdict", "close_call"):
+        tail += " (a close call: predicted gain from 2x load near the saturation line)"
     replicas = _g(step, "verdict", "replicas")
     if replicas:
         tail += " (replicas: " + ", ".join(f"{u} {r['bottleneck']}" for u, r in replicas.items()) + ")"

@@ -550,6 +550,7 @@
         td.appendChild(label);
         var notes = (s.flags || []).slice();
         if (v.low_sample) notes.push("few requests: throughput not judged");
+        if (v.close_call) notes.push("close call: predicted gain from 2x load near the saturation line");
         if (notes.length) td.appendChild(el("span", "muted", " (" + notes.join(", ") + ")"));
         if ((v.evidence || []).length || (v.advice || []).length) {
           var det = el("details");
