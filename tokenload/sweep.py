@@ -35,6 +35,7 @@ from tokenload.loadgen.steps import (
 from tokenload.metrics.failures import requests_ended
 from tokenload.report.model import knee_sentence
 from tokenload.report.search_text import search_lines
+from tokenload.report.tables import flag_warnings, verdict_label
 from tokenload.report.workload_text import fit_lines
 from tokenload.results.rundir import check_new_run_dir, make_run_dir
 from tokenload.serving.process import ServerProcess
@@ -323,13 +324,6 @@ def _fmt(v: Any, digits: int = 1) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
 
 
-def _verdict(step: dict[str, Any]) -> str:
-    name = (step.get("verdict") or {}).get("bottleneck", "-")
-    # The load was not the one asked for: said next to the verdict, as the report says it.
-    flags = [f for f in ("client_bound", "pool_exhausted") if f in step["flags"] and name != "client"]
-    return name + (f" ({', '.join(flags)})" if flags else "")
-
-
 def print_steps(summary: dict[str, Any]) -> None:
     open_loop = any(s.get("target_rate_rps") is not None for s in summary["steps"])
     load = "rate" if open_loop else "users"
@@ -355,13 +349,14 @@ def print_steps(summary: dict[str, Any]) -> None:
             f"{s['index']:>4} {level} {_fmt(s['requests_per_s'], 2):>7} "
             f"{_fmt(s['output_tokens_per_s']):>10} "
             f"{_fmt(s['ttft_ms']['p50']):>9} {_fmt(s['ttft_ms']['p99']):>9} {_fmt(s['tpot_ms']['p50']):>9} "
-            f"{_fmt(kv, 3):>7} {_fmt(run):>8} {_fmt(wait):>8} {_fmt(pre, 0):>8}{more}  {_verdict(s)}"
+            f"{_fmt(kv, 3):>7} {_fmt(run):>8} {_fmt(wait):>8} {_fmt(pre, 0):>8}{more}  {verdict_label(s)}"
         )
 
 
 def print_findings(summary: dict[str, Any]) -> None:
     print("\n" + knee_sentence(summary))  # the report's headline, word for word
-    for line in search_lines(summary) + fit_lines(summary):
+    # The report's warnings too: steps whose load was not the one asked for, or still drifting.
+    for line in search_lines(summary) + flag_warnings(summary["steps"]) + fit_lines(summary):
         print(line)
 
 

@@ -13,7 +13,7 @@ from tokenload.report.capacity import Target, parse_slo
 from tokenload.report.html import render_html
 from tokenload.report.markdown import render_markdown
 from tokenload.report.model import build_model, reconstructed_command, refresh_verdicts
-from tokenload.report.tables import COLUMNS, failure_counts, step_cells, text_table
+from tokenload.report.tables import COLUMNS, failure_counts, step_cells, text_table, verdict_label
 
 pytestmark = pytest.mark.simulated_time
 
@@ -323,9 +323,7 @@ def test_an_open_loop_that_could_not_send_its_rate_is_said_in_the_report() -> No
     s["steps"][0]["flags"] = ["pool_exhausted"]
     md = render_markdown(build_model(s, [], []))
     assert "88 % of its arrivals waited for a free user (flagged pool_exhausted; 1.50 req/s sent)" in md
-    from tokenload.sweep import _verdict
-
-    assert _verdict(s["steps"][0]).endswith("(pool_exhausted)")
+    assert verdict_label(s["steps"][0]).endswith("(pool_exhausted)")
 
 
 def test_a_reconstructed_command_keeps_the_scrape_of_a_server_it_did_not_start() -> None:

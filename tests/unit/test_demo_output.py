@@ -144,3 +144,23 @@ def test_no_knee_is_not_claimed_above_a_step_that_could_not_be_judged() -> None:
     assert "raise the load" not in text
     steps[1]["verdict"] = {"bottleneck": "client", "saturated": False}
     assert "step 1 (16 users) could not be judged" in no_knee_sentence({"steps": steps})
+
+
+def test_the_console_says_what_the_report_warns_of() -> None:
+    # make demo's 256-user step (2026-12-06) was flagged drifting (no request ended in the first
+    # third of its measured part, 31 in the last); the report said so, the console did not.
+    step = {
+        "index": 4, "concurrency": 256, "target_rate_rps": None, "requests_per_s": 26.67,
+        "output_tokens_per_s": 2862.2, "ttft_ms": {"p50": 450.4, "p99": 666.8}, "tpot_ms": {"p50": 98.5},
+        "server": None, "verdict": {"bottleneck": "compute"}, "flags": ["drifting"],
+        "steady_state": {
+            "ttft_p50_ms": [None, 630.9], "requests_per_s": [0.0, 9.69], "drifting": ["completions"]
+        },
+    }  # fmt: skip
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        print_steps({"steps": [step]})
+        print_findings({"steps": [step], "knee": None})
+    shown = out.getvalue()
+    assert "compute (drifting)" in shown
+    assert "Step 4 at 256 users was still drifting (flagged drifting: completions 0.00 -> 9.69 req/s" in shown

@@ -16,6 +16,7 @@ __all__ = [
     "BOTTLENECK_WORDS",
     "COLUMNS",
     "INTERVAL_NOTE",
+    "VERDICT_FLAGS",
     "evidence_words",
     "failure_counts",
     "flag_warnings",
@@ -30,6 +31,7 @@ __all__ = [
     "slo_search_table",
     "step_cells",
     "text_table",
+    "verdict_label",
     "verdict_sentence",
     "what_if_table",
 ]
@@ -94,18 +96,20 @@ def load_label(step: dict[str, Any]) -> str:
     return "-" if rate is None else f"{rate:g} req/s{prompt}"
 
 
-def _verdict_name(step: dict[str, Any]) -> str:
+#: The step flags said next to its verdict, in the reports and on the console: the load was
+#: not the one asked for, or the figures it was judged on need care.
+VERDICT_FLAGS = ("client_bound", "pool_exhausted", "short_output", "replicas_changed", "drifting")
+
+
+def verdict_label(step: dict[str, Any]) -> str:
+    """A step's verdict with the flags that qualify it and whether it was a close call
+    (tokenload.analysis.thresholds.Thresholds.saturation_margin)."""
     name = _g(step, "verdict", "bottleneck") or "-"
     flags = step.get("flags") or []
-    if "client_bound" in flags and name != "client":
-        name += " (client_bound)"
-    if "short_output" in flags:
-        name += " (short_output)"
-    if "replicas_changed" in flags:
-        name += " (replicas_changed)"
+    said = [f for f in VERDICT_FLAGS if f in flags and not (f == "client_bound" and name == "client")]
     if _g(step, "verdict", "close_call"):
-        name += " (close call)"
-    return name
+        said.append("close call")
+    return name + (f" ({', '.join(said)})" if said else "")
 
 
 #: (metric, statistic) pairs the interval table shows.
@@ -224,7 +228,7 @@ def step_cells(step: dict[str, Any]) -> list[str]:
         kv,
         fmt(_g(srv, "requests_waiting", "mean")),
         fmt(_g(srv, "preemptions", "increase"), 0),
-        _verdict_name(step),
+        verdict_label(step),
     ]
 
 
