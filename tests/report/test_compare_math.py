@@ -348,6 +348,13 @@ def test_steps_are_matched_by_load_and_differences_reported() -> None:
     assert c.steps[0].verdict_changed and "none -> kv_capacity" in render_markdown(c)
     d = c.to_dict()
     assert d["steps"][0]["verdict_changed"] and {"regressions", "tolerance"} <= set(d)
+    assert "close call" not in render_markdown(c)
+    # A verdict that was a close call (Thresholds.saturation_margin) says so where it changed.
+    b["steps"][0]["verdict"] = {"bottleneck": "memory_bandwidth", "close_call": True}
+    text = render_markdown(compare_runs(a, ra, b, rb))
+    assert "none -> memory_bandwidth" in text and "Note: the verdict was a close call in B" in text
+    a["steps"][0]["verdict"] = {"bottleneck": "memory_bandwidth", "close_call": True}
+    assert "close call" not in render_markdown(compare_runs(a, ra, b, rb))  # unchanged: nothing to say
 
 
 def test_a_prediction_is_said_to_be_one_and_has_no_options_to_compare() -> None:

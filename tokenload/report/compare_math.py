@@ -437,13 +437,21 @@ def compare_runs(
         ]
         if mixed_token_counts:
             notes.append(TOKEN_COUNT_NOTE)
+        verdict_a, verdict_b = ((st.get("verdict") or {}) for st in (sa, sb))
+        close = [run for run, v in (("A", verdict_a), ("B", verdict_b)) if v.get("close_call")]
+        if close and verdict_a.get("bottleneck") != verdict_b.get("bottleneck"):
+            notes.append(
+                f"the verdict was a close call in {' and '.join(close)} (its predicted gain from 2x "
+                "load near the saturation line, where the call is no better than a coin): a change "
+                "of verdict here is not by itself a change of the server"
+            )
         steps.append(
             StepComparison(
                 key,
                 ia,
                 ib,
-                (sa.get("verdict") or {}).get("bottleneck"),
-                (sb.get("verdict") or {}).get("bottleneck"),
+                verdict_a.get("bottleneck"),
+                verdict_b.get("bottleneck"),
                 changes,
                 notes,
             )
