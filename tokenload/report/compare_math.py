@@ -442,7 +442,7 @@ def compare_runs(
         if close and verdict_a.get("bottleneck") != verdict_b.get("bottleneck"):
             notes.append(
                 f"the verdict was a close call in {' and '.join(close)} (its predicted gain from 2x "
-                "load near the saturation line, where the call is no better than a coin): a change "
+                "load near the saturation line, where the call is often wrong): a change "
                 "of verdict here is not by itself a change of the server"
             )
         steps.append(

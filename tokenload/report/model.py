@@ -179,7 +179,7 @@ def knee_sentence(summary: dict[str, Any]) -> str:
     )
     close = (
         " A close call: the predicted gain from twice the load was near the saturation line, "
-        "where the prediction is no better than a coin (the step's evidence quotes both)."
+        "where the prediction is often wrong (the step's evidence quotes both)."
         if knee.get("close_call")
         else ""
     )
