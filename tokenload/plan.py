@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{'step':>4} {'load':>10} {'out tok/s':>10} {'TTFT p50':>10} {'TPOT p50':>9}  verdict (decided by)"
     )
-    from tokenload.report.tables import load_label
+    from tokenload.report.tables import load_label, verdict_label
 
     for s in steps:
         load = load_label(s)
@@ -310,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{s['index']:>4} {load:>10} {s['output_tokens_per_s']:>10.1f} "
             f"{'-' if ttft is None else f'{ttft:.1f}':>10} {'-' if tpot is None else f'{tpot:.2f}':>9}  "
-            f"{v['bottleneck']} ({v['decided_by']})"
+            f"{verdict_label(s)} ({v['decided_by']})"
         )
     if spread is not None:
         _print_spread(spread, steps)
