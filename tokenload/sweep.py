@@ -356,7 +356,7 @@ def print_steps(summary: dict[str, Any]) -> None:
 def print_findings(summary: dict[str, Any]) -> None:
     print("\n" + knee_sentence(summary))  # the report's headline, word for word
     # The report's warnings too: steps whose load was not the one asked for, or still drifting.
-    for line in search_lines(summary) + flag_warnings(summary["steps"]) + fit_lines(summary):
+    for line in search_lines(summary) + flag_warnings(summary.get("steps") or []) + fit_lines(summary):
         print(line)
 
 

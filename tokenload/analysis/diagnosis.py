@@ -127,9 +127,9 @@ def _saturation(sig: StepSignals, th: Thresholds) -> tuple[bool | None, list[dic
         if abs(gain - th.saturation_gain) < th.saturation_margin:
             head["close_call"] = True
             head["rule"] += (
-                f"; a close call: within {th.saturation_margin} of the line, where the step model's "
-                "saturated-or-not call agreed with the ground truth in 34 of 61 benchmark scenarios, "
-                "against 96 % further out (Thresholds.saturation_margin)"
+                f"; a close call: within {th.saturation_margin} of the line; within the default 0.05 "
+                "the step model's saturated-or-not call agreed with the ground truth in 34 of 61 "
+                "benchmark scenarios, against 96 % further out (Thresholds.saturation_margin)"
             )
         return gain < th.saturation_gain, [head]
     if room == 1.0:
