@@ -202,11 +202,14 @@ def flag_warnings(steps: list[dict[str, Any]]) -> list[str]:
                 moved.append(f"TTFT p50 {fmt(t1)} -> {fmt(t3)} ms")
             if "completions" in steady["drifting"]:
                 moved.append(f"completions {fmt(r1, 2)} -> {fmt(r3, 2)} req/s")
+            # Not "a longer step settles it": make demo's 256-user step (192 users joining at once,
+            # 64-token requests) still drifted with 18 s steps and a 7 s warmup (2026-12-06).
             out.append(
                 f"Step {step.get('index')} at {load_label(step)} was still drifting (flagged drifting: "
                 f"{', '.join(moved)} from the first to the last third of its measured part, beyond "
-                "sampling noise and by more than 10 %): its figures depend on how long it ran; a longer "
-                "--step-duration or --warmup settles it."
+                "sampling noise and by more than 10 %): its figures depend on how long it ran. A longer "
+                "--warmup or --step-duration lets a filling queue or cache settle; closed-loop users "
+                "that joined together with requests of one length can stay in phase for many requests."
             )
     return out
 
