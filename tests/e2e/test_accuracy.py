@@ -128,7 +128,12 @@ def test_a_first_token_read_behind_later_ones_is_known_to_be_late(start_mock, tm
     # merges queued packets is its own business); the flag then makes the step client_bound. The
     # reader stalls 25 ms at a time, 5 tokens' gaps: such reads happen here.
     over = sum(maybe_late)
-    assert over > 0, (sum(c for c, _, _ in known), len(known))
+    coalesced = sum(c for c, _, _ in known)
+    # How often the kernel merges queued packets is its own business: the four runs quoted above
+    # had 21-49 late first reads each, while a 2-core VM on 2026-12-06 merged 10, then 3 and 2,
+    # of 1,920. The late branch is asserted only where the kernel merged 20 or more.
+    if coalesced >= 20:
+        assert over > 0, (coalesced, len(known))
     above = share_exceeds(over, len(known), COALESCED_FIRST_SHARE)
     assert ("coalesced_first_late_share" in step["client"]["bound_by"]) == above, (over, len(known))
     assert not above or "client_bound" in step["flags"]
