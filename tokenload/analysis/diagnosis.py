@@ -61,7 +61,7 @@ from tokenload.analysis.run_rules import rule_client, rule_errors, rule_nothing_
 from tokenload.analysis.signals import FIRST_STEP_SIGNAL, NOISE_SIGNAL, StepSignals, signals
 from tokenload.analysis.signals import evidence as _ev
 from tokenload.analysis.signals import value_at as _g
-from tokenload.analysis.thresholds import Thresholds
+from tokenload.analysis.thresholds import CLOSE_CALL_AGREED, Thresholds
 
 __all__ = [
     "ADVICE",
@@ -126,10 +126,12 @@ def _saturation(sig: StepSignals, th: Thresholds) -> tuple[bool | None, list[dic
         )
         if abs(gain - th.saturation_gain) < th.saturation_margin:
             head["close_call"] = True
+            (near, n_near), (far, n_far) = CLOSE_CALL_AGREED
             head["rule"] += (
                 f"; a close call: within {th.saturation_margin} of the line; within the default 0.05 "
-                "the step model's saturated-or-not call agreed with the ground truth in 34 of 61 "
-                "benchmark scenarios, against 96 % further out (Thresholds.saturation_margin)"
+                f"the step model's saturated-or-not call agreed with the ground truth in {near} of "
+                f"{n_near} benchmark scenarios, against {far / n_far:.0%} further out "
+                "(Thresholds.saturation_margin)"
             )
         return gain < th.saturation_gain, [head]
     if room == 1.0:

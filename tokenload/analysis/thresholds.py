@@ -6,7 +6,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 
-__all__ = ["Thresholds"]
+__all__ = ["CLOSE_CALL", "CLOSE_CALL_AGREED", "Thresholds"]
+
+#: What a close call (``Thresholds.saturation_margin``) means, in the words every output that
+#: shows one uses: the console's sweep table, the reports' step and knee sentences, and
+#: ``tokenload compare`` (the live page's llm.js keeps a copy of its own, in JavaScript).
+CLOSE_CALL = "the predicted gain from 2x load was near the saturation line, where the call is often wrong"
+
+#: How often the step model's saturated-or-not call agreed with the ground truth within the
+#: default margin (agreed, of) and outside it (agreed, of): bench/verdict_accuracy.py's
+#: development seeds 1 and 5 (9 of 21, 591 of 609) and held-out seeds 2, 3, 4, 7 and 8 (25 of
+#: 40, 1,548 of 1,614) pooled; measured 2026-12-06, bench/RESULTS.md ("Close calls").
+CLOSE_CALL_AGREED = ((34, 61), (2139, 2223))
 
 
 @dataclass(frozen=True, slots=True)

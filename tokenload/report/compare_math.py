@@ -51,6 +51,7 @@ from typing import Any
 
 import numpy as np
 
+from tokenload.analysis.thresholds import CLOSE_CALL
 from tokenload.loadgen.options import config_differences, workload_differences
 from tokenload.report.noise import (
     BOOTSTRAP_ROUNDS,
@@ -441,8 +442,7 @@ def compare_runs(
         close = [run for run, v in (("A", verdict_a), ("B", verdict_b)) if v.get("close_call")]
         if close and verdict_a.get("bottleneck") != verdict_b.get("bottleneck"):
             notes.append(
-                f"the verdict was a close call in {' and '.join(close)} (its predicted gain from 2x "
-                "load near the saturation line, where the call is often wrong): a change "
+                f"the verdict was a close call in {' and '.join(close)} ({CLOSE_CALL}): a change "
                 "of verdict here is not by itself a change of the server"
             )
         steps.append(

@@ -17,7 +17,7 @@ from typing import Any
 from tokenload.analysis.diagnosis import ADVICE
 from tokenload.analysis.judge import judge_steps
 from tokenload.analysis.run_rules import failures
-from tokenload.analysis.thresholds import Thresholds
+from tokenload.analysis.thresholds import CLOSE_CALL, Thresholds
 from tokenload.metrics.definitions import FORMULAS
 from tokenload.report.capacity import (
     DEFAULT_HEADROOM,
@@ -178,8 +178,7 @@ def knee_sentence(summary: dict[str, Any]) -> str:
         else f"{knee['bottleneck']} ran out"
     )
     close = (
-        " A close call: the predicted gain from twice the load was near the saturation line, "
-        "where the prediction is often wrong (the step's evidence quotes both)."
+        f" A close call: {CLOSE_CALL} (the step's evidence quotes how often)."
         if knee.get("close_call")
         else ""
     )

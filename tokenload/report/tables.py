@@ -10,6 +10,7 @@ from typing import Any
 
 from tokenload.analysis.knee import judged_as_server
 from tokenload.analysis.signals import load_of
+from tokenload.analysis.thresholds import CLOSE_CALL
 from tokenload.results.prediction import prediction_label, prediction_profile
 
 __all__ = [
@@ -311,7 +312,7 @@ def verdict_sentence(step: dict[str, Any]) -> str:
     if secondary:
         tail += f" (a close second: {secondary})"
     if _g(step, "verdict", "close_call"):
-        tail += " (a close call: predicted gain from 2x load near the saturation line)"
+        tail += f" (a close call: {CLOSE_CALL})"
     replicas = _g(step, "verdict", "replicas")
     if replicas:
         tail += " (replicas: " + ", ".join(f"{u} {r['bottleneck']}" for u, r in replicas.items()) + ")"
