@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import hashlib
+import itertools
 import json
 import math
 import multiprocessing
@@ -46,6 +47,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tokenload.analysis.judge import judge_steps
+from tokenload.analysis.thresholds import Thresholds
 from tokenload.sim.engine import (
     EngineConfig,
     SimEngine,
@@ -360,6 +362,36 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
+#: Bands of a predicted gain's distance from the saturation line (Thresholds.saturation_gain)
+#: that saturation_by_distance counts in: the first is the default close-call margin.
+DISTANCE_BANDS = (0.0, 0.05, 0.1, 0.2, math.inf)
+
+
+def predicted_gain(r: dict[str, Any]) -> float | None:
+    """The predicted gain from 2x load that decided a verdict's saturation, or None (another
+    signal decided it)."""
+    return next((e["value"] for e in r["evidence"] if e["metric"] == "predicted gain from 2x load"), None)
+
+
+def saturation_by_distance(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Of the verdicts whose saturation a predicted gain decided, per band of the gain's distance
+    from the line: how many, and how often their saturated-or-not call agreed with the oracle's
+    (its own doubling gain against the same line). What Thresholds.saturation_margin was
+    measured by (bench/RESULTS.md, "Close calls")."""
+    line = Thresholds().saturation_gain
+    out = []
+    for lo, hi in itertools.pairwise(DISTANCE_BANDS):
+        agreed = count = 0
+        for r in results:
+            gain, truth = predicted_gain(r), r["oracle_doubling_gain"]
+            if gain is None or truth is None or not lo <= abs(gain - line) < hi:
+                continue
+            count += 1
+            agreed += (gain < line) == (truth < line)
+        out.append({"distance": [lo, None if math.isinf(hi) else hi], "count": count, "agreed": agreed})
+    return out
+
+
 def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
     labels = sorted({r["oracle"] for r in results} | {r["verdict"] for r in results})
     confusion = {a: {b: 0 for b in labels} for a in labels}
@@ -399,6 +431,7 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "scenarios": len(results),
         "overall_accuracy": round(right / len(results), 3) if results else None,
+        "saturation_by_distance": saturation_by_distance(results),
         # 95 % Wilson interval of the overall accuracy: what 200 scenarios can tell apart.
         "overall_accuracy_ci95": [round(x, 3) for x in wilson(right, len(results))] if results else None,
         "oracle_label_named": round(named / len(results), 3) if results else None,
@@ -454,6 +487,9 @@ def _print(summary: dict[str, Any], seed: int) -> None:
     for name, c in summary["close_calls"].items():
         print(f"{name.replace('_', ' ')}: {c['count']}, label right {c['right']}, "
               f"saturated-or-not right {c['saturated_agrees']}")  # fmt: skip
+    print("saturated-or-not by the predicted gain's distance from the line: " + ", ".join(
+        f"{b['distance'][0]:g}-{'' if b['distance'][1] is None else format(b['distance'][1], 'g')} "
+        f"{b['agreed']} of {b['count']}" for b in summary["saturation_by_distance"]))  # fmt: skip
     print(f"\nwrong ({len(summary['wrong'])}):")
     for w in summary["wrong"]:
         sc = w["scenario"]

@@ -65,3 +65,40 @@ def test_the_margin_moves_no_label() -> None:
 def test_the_margin_is_a_share() -> None:
     with pytest.raises(ValueError, match=r"saturation_margin: expected a share from 0 to 1, got 1\.5"):
         Thresholds(saturation_margin=1.5)
+
+
+def test_the_bench_counts_saturated_or_not_by_distance_from_the_line() -> None:
+    # bench/verdict_accuracy.py's saturation_by_distance is what the margin was measured by: only
+    # verdicts a predicted gain decided count, each in the band of its distance from 0.25, agreeing
+    # when it and the oracle's doubling gain fall on the same side of the line.
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "verdict_accuracy", Path(__file__).parents[2] / "bench" / "verdict_accuracy.py"
+    )
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+
+    def result(gain: float | None, truth: float | None) -> dict:
+        ev = (
+            [{"metric": "predicted gain from 2x load", "value": gain, "rule": ""}] if gain is not None else []
+        )
+        return {"evidence": [*ev, {"metric": "other", "value": 1, "rule": ""}], "oracle_doubling_gain": truth}
+
+    bands = bench.saturation_by_distance(
+        [
+            result(0.22, 0.30),  # 0.03 from the line, across it from the truth: disagrees
+            result(0.27, 0.40),  # 0.02 from the line, agrees
+            result(0.18, 0.10),  # 0.07: agrees
+            result(0.60, 0.10),  # 0.35: disagrees
+            result(None, 0.10),  # decided by another signal: not counted
+            result(0.10, None),  # no oracle gain: not counted
+        ]
+    )
+    assert [(b["distance"], b["count"], b["agreed"]) for b in bands] == [
+        ([0.0, 0.05], 2, 1),
+        ([0.05, 0.1], 1, 1),
+        ([0.1, 0.2], 0, 0),
+        ([0.2, None], 1, 0),
+    ]
