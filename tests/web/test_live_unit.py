@@ -484,3 +484,21 @@ def test_the_steps_tab_shows_settled_steps_as_the_report_and_the_running_one_by_
     failed = step_tab_rows(live_rows, settled, "KeyError: 'server'")
     assert failed[0] == rows[0] and failed[1] == rows[1]
     assert failed[2]["verdict"] == "not judged" and failed[2]["decided_by"] == "KeyError: 'server'"
+
+
+def test_the_live_page_says_a_close_call_and_a_thin_step_in_the_reports_words() -> None:
+    # The live page's step table shows what the server words (llm.js keeps no text of its own):
+    # the step's flags, a step too thin to judge, and a close call as the reports say it.
+    from tokenload.analysis.thresholds import CLOSE_CALL
+    from tokenload.report.tables import verdict_sentence
+    from tokenload.web.live import verdict_notes
+
+    close = {"bottleneck": "memory_bandwidth", "saturated": True, "close_call": True}
+    notes = verdict_notes(["drifting"], close)
+    assert notes == ["drifting", f"close call: {CLOSE_CALL}"]
+    assert CLOSE_CALL in verdict_sentence({"index": 2, "concurrency": 4, "verdict": close})
+    assert verdict_notes([], {"bottleneck": "none", "low_sample": True}) == [
+        "few requests: throughput not judged"
+    ]
+    assert verdict_notes(["client_bound"], None) == ["client_bound"]
+    assert verdict_notes([], {"bottleneck": "none"}) == []
