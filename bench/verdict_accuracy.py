@@ -47,6 +47,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tokenload.analysis.judge import judge_steps
+from tokenload.analysis.signals import PREDICTED_GAIN_SIGNAL
 from tokenload.analysis.thresholds import Thresholds
 from tokenload.sim.engine import (
     EngineConfig,
@@ -370,7 +371,7 @@ DISTANCE_BANDS = (0.0, 0.05, 0.1, 0.2, math.inf)
 def predicted_gain(r: dict[str, Any]) -> float | None:
     """The predicted gain from 2x load that decided a verdict's saturation, or None (another
     signal decided it)."""
-    return next((e["value"] for e in r["evidence"] if e["metric"] == "predicted gain from 2x load"), None)
+    return next((e["value"] for e in r["evidence"] if e["metric"] == PREDICTED_GAIN_SIGNAL), None)
 
 
 def saturation_by_distance(results: list[dict[str, Any]]) -> list[dict[str, Any]]:

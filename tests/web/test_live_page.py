@@ -137,7 +137,7 @@ def test_series_endpoint_has_data_during_the_run(live_run: LiveRun) -> None:
     assert step0["ok"] > 0 and step0["ttft_p50"] > 0
     assert step0["verdict"]["bottleneck"] in BOTTLENECKS
     # What the page says next to the verdict comes worded from the server.
-    from tokenload.web.live import verdict_notes
+    from tokenload.report.tables import verdict_notes
 
     assert step0["verdict_notes"] == verdict_notes(step0["flags"], step0["verdict"])
     # incremental: only rows after the given time

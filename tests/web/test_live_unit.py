@@ -490,8 +490,7 @@ def test_the_live_page_says_a_close_call_and_a_thin_step_in_the_reports_words() 
     # The live page's step table shows what the server words (llm.js keeps no text of its own):
     # the step's flags, a step too thin to judge, and a close call as the reports say it.
     from tokenload.analysis.thresholds import CLOSE_CALL
-    from tokenload.report.tables import verdict_sentence
-    from tokenload.web.live import verdict_notes
+    from tokenload.report.tables import verdict_notes, verdict_sentence
 
     close = {"bottleneck": "memory_bandwidth", "saturated": True, "close_call": True}
     notes = verdict_notes(["drifting"], close)

@@ -58,7 +58,13 @@ from tokenload.analysis.headroom import (
 )
 from tokenload.analysis.knee import by_load, find_knee
 from tokenload.analysis.run_rules import rule_client, rule_errors, rule_nothing_measured, rule_worker_lost
-from tokenload.analysis.signals import FIRST_STEP_SIGNAL, NOISE_SIGNAL, StepSignals, signals
+from tokenload.analysis.signals import (
+    FIRST_STEP_SIGNAL,
+    NOISE_SIGNAL,
+    PREDICTED_GAIN_SIGNAL,
+    StepSignals,
+    signals,
+)
 from tokenload.analysis.signals import evidence as _ev
 from tokenload.analysis.signals import value_at as _g
 from tokenload.analysis.thresholds import CLOSE_CALL_AGREED, Thresholds
@@ -120,7 +126,7 @@ def _saturation(sig: StepSignals, th: Thresholds) -> tuple[bool | None, list[dic
             gain = min(1.0, (1.0 + gain) / sig.busy - 1.0)
             why += f"; the engine stepped {sig.busy:.0%} of the time"
         head = _ev(
-            "predicted gain from 2x load",
+            PREDICTED_GAIN_SIGNAL,
             round(gain, 3),
             f"{'<' if gain < th.saturation_gain else '>='} {th.saturation_gain}: {why}; {model.how}",
         )

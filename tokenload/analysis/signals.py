@@ -7,7 +7,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["FIRST_STEP_SIGNAL", "NOISE_SIGNAL", "StepSignals", "evidence", "load_of", "signals", "value_at"]
+__all__ = [
+    "FIRST_STEP_SIGNAL",
+    "NOISE_SIGNAL",
+    "PREDICTED_GAIN_SIGNAL",
+    "StepSignals",
+    "evidence",
+    "load_of",
+    "signals",
+    "value_at",
+]
 
 #: What decides a series' first step with nothing waiting (tokenload.analysis.diagnosis): no sign
 #: either way, so neither saturation nor measured room (tokenload.analysis.replicas reads it).
@@ -15,6 +24,9 @@ FIRST_STEP_SIGNAL = "no step below and nothing waiting"
 #: What decides an open-loop step whose throughput fell short of the load's growth by less than
 #: the Poisson noise of its few arrivals: no sign either way, as FIRST_STEP_SIGNAL.
 NOISE_SIGNAL = "arrivals in the step and the step below"
+#: What decides saturation where the step-time model predicts what twice the load would gain
+#: (tokenload.analysis.diagnosis); its value is the predicted gain, the one a close call is near.
+PREDICTED_GAIN_SIGNAL = "predicted gain from 2x load"
 
 
 def evidence(metric: str, value: Any, rule: str) -> dict[str, Any]:

@@ -10,7 +10,7 @@ __all__ = ["CLOSE_CALL", "CLOSE_CALL_AGREED", "Thresholds"]
 
 #: What a close call (``Thresholds.saturation_margin``) means, in the words every output that
 #: shows one uses: the reports' step and knee sentences, ``tokenload compare``'s note and the
-#: live page's step table (tokenload.web.live.verdict_notes; the console's table says "close call").
+#: live page's step table (tokenload.report.tables.verdict_notes; the console's table says "close call").
 CLOSE_CALL = "the predicted gain from 2x load was near the saturation line, where the call is often wrong"
 
 #: How often the step model's saturated-or-not call agreed with the ground truth within the

@@ -33,6 +33,7 @@ __all__ = [
     "step_cells",
     "text_table",
     "verdict_label",
+    "verdict_notes",
     "verdict_sentence",
     "what_if_table",
 ]
@@ -111,6 +112,18 @@ def verdict_label(step: dict[str, Any]) -> str:
     if _g(step, "verdict", "close_call"):
         said.append("close call")
     return name + (f" ({', '.join(said)})" if said else "")
+
+
+def verdict_notes(flags: list[str], verdict: dict[str, Any] | None) -> list[str]:
+    """What the live page says next to a step's verdict (its own label beside it): every flag of
+    the step, a step whose throughput was not judged (too few requests), and a close call in the
+    reports' words (:data:`~tokenload.analysis.thresholds.CLOSE_CALL`)."""
+    notes = list(flags)
+    if verdict and verdict.get("low_sample"):
+        notes.append("few requests: throughput not judged")
+    if verdict and verdict.get("close_call"):
+        notes.append(f"close call: {CLOSE_CALL}")
+    return notes
 
 
 #: (metric, statistic) pairs the interval table shows.

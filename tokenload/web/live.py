@@ -41,15 +41,15 @@ from typing import TYPE_CHECKING, Any
 
 import gevent
 
-from tokenload.analysis.thresholds import CLOSE_CALL
 from tokenload.loadgen.greenlet_task import GreenletTask
+from tokenload.report.tables import verdict_notes
 from tokenload.web.run_files import run_files
 from tokenload.web.series import Ring, rounded, window_histogram
 
 if TYPE_CHECKING:
     from tokenload.web.live_source import LiveSource
 
-__all__ = ["CLIENT_FIELDS", "SERVER_FIELDS", "LiveSeries", "verdict_notes"]
+__all__ = ["CLIENT_FIELDS", "SERVER_FIELDS", "LiveSeries"]
 
 log = logging.getLogger("tokenload.web")
 
@@ -94,17 +94,6 @@ class _Snap:
     failed: int
     arrived_tokens: int
     hists: dict[str, tuple[dict[int, int], int, int]]  # buckets, zero count, count
-
-
-def verdict_notes(flags: list[str], verdict: dict[str, Any] | None) -> list[str]:
-    """What the live page says next to a step's verdict: its flags, a step whose throughput was
-    not judged (too few requests), and a close call, in the words the reports use."""
-    notes = list(flags)
-    if verdict and verdict.get("low_sample"):
-        notes.append("few requests: throughput not judged")
-    if verdict and verdict.get("close_call"):
-        notes.append(f"close call: {CLOSE_CALL}")
-    return notes
 
 
 def _snap(stats: Any, arrived_tokens: int, t: float) -> _Snap:

@@ -548,7 +548,7 @@
         var label = el("span", "verdict " + (v.saturated ? "saturated" : "ok"),
           v.bottleneck === "none" ? "not saturated" : v.bottleneck.replace(/_/g, " "));
         td.appendChild(label);
-        var notes = s.verdict_notes || [];  // worded by the server (tokenload.web.live.verdict_notes)
+        var notes = s.verdict_notes || [];  // worded by the server (tokenload.report.tables.verdict_notes)
         if (notes.length) td.appendChild(el("span", "muted", " (" + notes.join(", ") + ")"));
         if ((v.evidence || []).length || (v.advice || []).length) {
           var det = el("details");
