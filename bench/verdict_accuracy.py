@@ -18,6 +18,10 @@ seconds instead of re-running the emulator. For rule changes only: the oracle an
 are the emulator's, so a change to the emulator or to the grid needs a fresh DIR (a changed
 scenario gets a new key by itself).
 
+``--oracle-repeat``: the oracle run a second time at each scenario's top load on a fresh draw
+of the same workload (``REPEAT_SEED_OFFSET``): how often the ground truth's label agrees with
+itself, and the verdict's agreement where the two draws agree and where they do not.
+
 ``--below-top``: the step just below the top instead (the verdicts a knee rests on), against the
 oracle at that step's load.
 
@@ -157,6 +161,33 @@ def _cache_path(sc: dict[str, Any], from_top: int) -> Path | None:
     return CACHE / f"{sc['index']:04d}-{from_top}-{key}.json"
 
 
+def _level(sc: dict[str, Any], from_top: int) -> tuple[float, VirtualSchedule, dict[str, float]]:
+    """The scenario's step length, its sweep's schedule and the load of the step ``from_top``
+    below its top (0: the top), sized by one request alone with the scenario's own draw."""
+    e2e1 = _unloaded_e2e_s(sc["profile"], EngineConfig(**sc["config"]), VirtualWorkload(**sc["workload"]))
+    duration = min(90.0, max(20.0, 3 * e2e1))
+    levels, at = sc["levels"], -1 - from_top
+    if sc["open_loop"]:
+        # Rates around what `levels` users would send back to back when unloaded.
+        rates = tuple(round(c / e2e1, 4) for c in levels)
+        schedule = VirtualSchedule(rates=rates, step_duration_s=duration, warmup=0.25, max_in_flight=4096)
+        return duration, schedule, {"rate_rps": rates[at]}
+    schedule = VirtualSchedule(concurrency=tuple(levels), step_duration_s=duration, warmup=0.25)
+    return duration, schedule, {"concurrency": levels[at]}
+
+
+def _oracle(sc: dict[str, Any], duration: float, load: dict[str, float], seed: int) -> OracleVerdict:
+    """The oracle at one load of the scenario, its workload and engine drawn with ``seed``."""
+    return judge_level(
+        sc["profile"],
+        EngineConfig(**{**sc["config"], "seed": seed}),
+        VirtualWorkload(**{**sc["workload"], "seed": seed}),
+        duration_s=max(40.0, 1.5 * duration),
+        warmup_s=max(10.0, 0.5 * duration),
+        **load,
+    )
+
+
 def _judged_sweep(sc: dict[str, Any], from_top: int) -> tuple[dict[str, Any], Any]:
     """The scenario's virtual sweep, judged; the verdict of the step ``from_top`` below its top
     step (0: the top) and the oracle at that step's load."""
@@ -166,33 +197,29 @@ def _judged_sweep(sc: dict[str, Any], from_top: int) -> tuple[dict[str, Any], An
         kept = json.loads(cached.read_text())
         steps = _judge(kept["steps"], sc)
         return steps[at]["verdict"], OracleVerdict(**kept["truth"])
-    config = EngineConfig(**sc["config"])
-    workload = VirtualWorkload(**sc["workload"])
-    e2e1 = _unloaded_e2e_s(sc["profile"], config, workload)
-    duration = min(90.0, max(20.0, 3 * e2e1))
-    levels = sc["levels"]
-    if sc["open_loop"]:
-        # Rates around what `levels` users would send back to back when unloaded.
-        rates = tuple(round(c / e2e1, 4) for c in levels)
-        schedule = VirtualSchedule(rates=rates, step_duration_s=duration, warmup=0.25, max_in_flight=4096)
-        load = {"rate_rps": rates[at]}
-    else:
-        schedule = VirtualSchedule(concurrency=tuple(levels), step_duration_s=duration, warmup=0.25)
-        load = {"concurrency": levels[at]}
-    sweep = virtual_sweep(sc["profile"], config, workload, schedule)
+    duration, schedule, load = _level(sc, from_top)
+    sweep = virtual_sweep(
+        sc["profile"], EngineConfig(**sc["config"]), VirtualWorkload(**sc["workload"]), schedule
+    )
     unjudged = json.dumps(sweep.steps) if cached is not None else None
     steps = _judge(sweep.steps, sc)
-    truth = judge_level(
-        sc["profile"],
-        config,
-        workload,
-        duration_s=max(40.0, 1.5 * duration),
-        warmup_s=max(10.0, 0.5 * duration),
-        **load,
-    )
+    truth = _oracle(sc, duration, load, sc["config"]["seed"])
     if cached is not None:
         cached.write_text(f'{{"steps": {unjudged}, "truth": {json.dumps(dataclasses.asdict(truth))}}}')
     return steps[at]["verdict"], truth
+
+
+def _truth_fields(truth: OracleVerdict, prefix: str = "") -> dict[str, Any]:
+    """The oracle's answer as a result's fields (``oracle``, ``oracle_secondary``, ...), named
+    with ``prefix``."""
+    return {
+        f"{prefix}oracle": truth.label,
+        f"{prefix}oracle_secondary": truth.secondary,
+        f"{prefix}oracle_gains": {k: round(v, 3) for k, v in truth.gains.items()},
+        f"{prefix}oracle_doubling_gain": round(truth.doubled_throughput / truth.throughput - 1, 3)
+        if truth.throughput
+        else None,
+    }
 
 
 def run_scenario(sc: dict[str, Any]) -> dict[str, Any]:
@@ -201,12 +228,7 @@ def run_scenario(sc: dict[str, Any]) -> dict[str, Any]:
     return {
         "index": sc["index"],
         "scenario": sc,
-        "oracle": truth.label,
-        "oracle_secondary": truth.secondary,
-        "oracle_gains": {k: round(v, 3) for k, v in truth.gains.items()},
-        "oracle_doubling_gain": round(truth.doubled_throughput / truth.throughput - 1, 3)
-        if truth.throughput
-        else None,
+        **_truth_fields(truth),
         "verdict": verdict["bottleneck"],
         "verdict_secondary": verdict.get("secondary"),
         "decided_by": verdict.get("decided_by"),
@@ -215,6 +237,88 @@ def run_scenario(sc: dict[str, Any]) -> dict[str, Any]:
         "verdict_saturated": bool(verdict.get("saturated")),
         "seconds": round(time.perf_counter() - t0, 2),
     }
+
+
+#: --oracle-repeat: added to a scenario's seed for a fresh draw of the same workload and engine
+#: (other prompt and output lengths from the same distributions, other arrivals).
+REPEAT_SEED_OFFSET = 100_000
+
+
+def run_repeat(sc: dict[str, Any]) -> dict[str, Any]:
+    """The top step's verdict and oracle (as ``run_scenario``), and the oracle again at the same
+    load on a fresh draw of the same workload: how far the ground truth agrees with itself."""
+    first = run_scenario(sc)
+    cached = None
+    if CACHE is not None:
+        key = json.dumps([sc, "oracle-repeat", REPEAT_SEED_OFFSET, SWEEP_VERSION], sort_keys=True)
+        cached = CACHE / f"{sc['index']:04d}-repeat-{hashlib.sha256(key.encode()).hexdigest()[:20]}.json"
+    if cached is not None and cached.exists():
+        again = OracleVerdict(**json.loads(cached.read_text()))
+    else:
+        duration, _, load = _level(sc, 0)
+        again = _oracle(sc, duration, load, sc["config"]["seed"] + REPEAT_SEED_OFFSET)
+        if cached is not None:
+            cached.write_text(json.dumps(dataclasses.asdict(again)))
+    return {**first, **_truth_fields(again, "repeat_")}
+
+
+def summarize_repeat(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """How often the oracle's label on a fresh draw equals its first one, and the verdict's
+    agreement with each, overall and where the two draws agree. A judge as good as the oracle
+    itself, reading another draw, would agree with the first draw's label about as often as the
+    repeat does."""
+    n = len(results)
+    same = [r for r in results if r["oracle"] == r["repeat_oracle"]]
+    differ = [r for r in results if r["oracle"] != r["repeat_oracle"]]
+    spread: dict[str, list[float]] = {}
+    for r in results:
+        for k, g in r["oracle_gains"].items():
+            h = r["repeat_oracle_gains"].get(k)
+            if h is not None and g > -1 and h > -1:
+                spread.setdefault(k, []).append(abs(math.log((1 + g) / (1 + h))))
+
+    def share(k: int, m: int) -> float | None:
+        return round(k / m, 3) if m else None
+
+    agree = len(same)
+    return {
+        "scenarios": n,
+        "oracle_agrees_with_itself": {
+            "count": agree,
+            "share": share(agree, n),
+            "ci95": [round(x, 3) for x in wilson(agree, n)] if n else None,
+        },
+        "oracle_saturated_agrees_with_itself": share(
+            sum((r["oracle"] == "none") == (r["repeat_oracle"] == "none") for r in results), n
+        ),
+        "verdict_vs_first_draw": share(sum(r["verdict"] == r["oracle"] for r in results), n),
+        "verdict_vs_fresh_draw": share(sum(r["verdict"] == r["repeat_oracle"] for r in results), n),
+        "where_the_draws_agree": {
+            "count": len(same),
+            "verdict_right": sum(r["verdict"] == r["oracle"] for r in same),
+        },
+        "where_the_draws_differ": {
+            "count": len(differ),
+            "verdict_is_first": sum(r["verdict"] == r["oracle"] for r in differ),
+            "verdict_is_fresh": sum(r["verdict"] == r["repeat_oracle"] for r in differ),
+            "pairs": sorted(f"{r['oracle']} / {r['repeat_oracle']}" for r in differ),
+        },
+        # Median |log(1 + gain)| between the two draws, per relaxation: the truth's own noise.
+        "gain_spread_median": {k: round(sorted(v)[len(v) // 2], 3) for k, v in sorted(spread.items()) if v},
+    }
+
+
+def main_repeat(n: int, seed: int, jobs: int) -> int:
+    rng = random.Random(seed)
+    scenarios = [make_scenario(rng, i) for i in range(n)]
+    if jobs > 1:
+        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            results = pool.map(run_repeat, scenarios, chunksize=1)
+    else:
+        results = [run_repeat(s) for s in scenarios]
+    out = {"seed": seed, "given_max_num_seqs": GIVEN_CAP, **summarize_repeat(results)}
+    print(json.dumps(out))
+    return 0
 
 
 def run_below_top(sc: dict[str, Any]) -> dict[str, Any] | None:
@@ -521,12 +625,19 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="judge the step below the top, with and without the top's measured gain",
     )
+    ap.add_argument(
+        "--oracle-repeat",
+        action="store_true",
+        help="run the oracle again on a fresh draw of each workload: how often the truth agrees with itself",
+    )
     args = ap.parse_args(argv)
     global CACHE, GIVEN_CAP
     GIVEN_CAP = args.given_max_num_seqs
     if args.cache is not None:
         args.cache.mkdir(parents=True, exist_ok=True)
         CACHE = args.cache
+    if args.oracle_repeat:
+        return main_repeat(args.scenarios, args.seed, args.jobs)
     if args.below_top:
         return main_below_top(args.scenarios, args.seed, args.jobs)
     if args.http:

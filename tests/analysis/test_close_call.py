@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -67,18 +68,11 @@ def test_the_margin_is_a_share() -> None:
         Thresholds(saturation_margin=1.5)
 
 
-def test_the_bench_counts_saturated_or_not_by_distance_from_the_line() -> None:
+def test_the_bench_counts_saturated_or_not_by_distance_from_the_line(verdict_bench: ModuleType) -> None:
     # bench/verdict_accuracy.py's saturation_by_distance is what the margin was measured by: only
     # verdicts a predicted gain decided count, each in the band of its distance from 0.25, agreeing
     # when it and the oracle's doubling gain fall on the same side of the line.
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "verdict_accuracy", Path(__file__).parents[2] / "bench" / "verdict_accuracy.py"
-    )
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = verdict_bench
 
     def result(gain: float | None, truth: float | None) -> dict:
         ev = (
