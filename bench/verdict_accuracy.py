@@ -149,7 +149,35 @@ SWEEP_VERSION = 4
 GIVEN_CAP = False
 
 
+#: --step-overhead-ms: the step model's floor on an engine step's fixed time
+#: (tokenload.analysis.stepmodel.STEP_OVERHEAD_MS, 1 ms) for a sensitivity run, in ms, or
+#: "profile": each scenario's own profile's ``step_overhead_s``, which /metrics does not show (the
+#: most that measuring the fixed time could buy). None: the rules as they are.
+STEP_OVERHEAD: str | None = None
+
+
+def _step_overhead_arg(text: str) -> str:
+    if text != "profile":
+        try:
+            ok = float(text) > 0
+        except ValueError:
+            ok = False
+        if not ok:
+            raise argparse.ArgumentTypeError(f"expected milliseconds above 0 or 'profile', got {text!r}")
+    return text
+
+
+def _set_step_overhead(profile: str) -> None:
+    if STEP_OVERHEAD is None:
+        return
+    from tokenload.analysis import headroom, stepmodel
+
+    ms = load_profile(profile).step_overhead_s * 1000 if STEP_OVERHEAD == "profile" else float(STEP_OVERHEAD)
+    stepmodel.STEP_OVERHEAD_MS = headroom.STEP_OVERHEAD_MS = ms
+
+
 def _judge(steps: list[dict[str, Any]], sc: dict[str, Any]) -> list[dict[str, Any]]:
+    _set_step_overhead(sc["profile"])
     cap = sc["config"].get("max_num_seqs") if GIVEN_CAP else None
     return judge_steps(steps, max_num_seqs=cap)[0]
 
@@ -630,9 +658,16 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run the oracle again on a fresh draw of each workload: how often the truth agrees with itself",
     )
+    ap.add_argument(
+        "--step-overhead-ms",
+        type=_step_overhead_arg,
+        help="sensitivity: the step model's floor on a step's fixed time, ms, or 'profile' (each "
+        "scenario's profile's own, which /metrics does not show)",
+    )
     args = ap.parse_args(argv)
-    global CACHE, GIVEN_CAP
+    global CACHE, GIVEN_CAP, STEP_OVERHEAD
     GIVEN_CAP = args.given_max_num_seqs
+    STEP_OVERHEAD = args.step_overhead_ms
     if args.cache is not None:
         args.cache.mkdir(parents=True, exist_ok=True)
         CACHE = args.cache
