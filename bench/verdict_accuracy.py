@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import hashlib
 import itertools
 import json
@@ -150,9 +151,9 @@ GIVEN_CAP = False
 
 
 #: --step-overhead-ms: the step model's floor on an engine step's fixed time
-#: (tokenload.analysis.stepmodel.STEP_OVERHEAD_MS, 1 ms) for a sensitivity run, in ms, or
-#: "profile": each scenario's own profile's ``step_overhead_s``, which /metrics does not show (the
-#: most that measuring the fixed time could buy). None: the rules as they are.
+#: (``Thresholds.step_overhead_ms``, 1 ms) for a sensitivity run, in ms, or "profile": each
+#: scenario's own profile's ``step_overhead_s``, which /metrics does not show (the most that
+#: measuring the fixed time could buy). None: the rules as they are.
 STEP_OVERHEAD: str | None = None
 
 
@@ -167,19 +168,19 @@ def _step_overhead_arg(text: str) -> str:
     return text
 
 
-def _set_step_overhead(profile: str) -> None:
+@functools.cache
+def _thresholds(profile: str) -> Thresholds | None:
+    """The thresholds a scenario of ``profile`` is judged with: the defaults, or the floor that
+    --step-overhead-ms asks for."""
     if STEP_OVERHEAD is None:
-        return
-    from tokenload.analysis import headroom, stepmodel
-
+        return None
     ms = load_profile(profile).step_overhead_s * 1000 if STEP_OVERHEAD == "profile" else float(STEP_OVERHEAD)
-    stepmodel.STEP_OVERHEAD_MS = headroom.STEP_OVERHEAD_MS = ms
+    return Thresholds(step_overhead_ms=ms)
 
 
 def _judge(steps: list[dict[str, Any]], sc: dict[str, Any]) -> list[dict[str, Any]]:
-    _set_step_overhead(sc["profile"])
     cap = sc["config"].get("max_num_seqs") if GIVEN_CAP else None
-    return judge_steps(steps, max_num_seqs=cap)[0]
+    return judge_steps(steps, _thresholds(sc["profile"]), max_num_seqs=cap)[0]
 
 
 def _cache_path(sc: dict[str, Any], from_top: int) -> Path | None:
@@ -324,10 +325,8 @@ def summarize_repeat(results: list[dict[str, Any]]) -> dict[str, Any]:
         "verdict_vs_fresh_draw": share(sum(r["verdict"] == r["repeat_oracle"] for r in results), n),
         # Against the label of the two draws' mean gains (geometric): a truth with less noise.
         "verdict_vs_two_draw_mean": share(mean_right, n),
-        "where_the_draws_agree": {
-            "count": len(same),
-            "verdict_right": sum(r["verdict"] == r["oracle"] for r in same),
-        },
+        # Of the oracle_agrees_with_itself.count scenarios whose draws agree.
+        "verdict_right_where_the_draws_agree": sum(r["verdict"] == r["oracle"] for r in same),
         "where_the_draws_differ": {
             "count": len(differ),
             "verdict_is_first": sum(r["verdict"] == r["oracle"] for r in differ),

@@ -54,7 +54,7 @@ def test_the_repeat_counts_agreement_with_itself_and_the_verdicts_against_each_d
     assert out["verdict_vs_fresh_draw"] == 0.5
     # The two draws' means name memory_bandwidth, memory_bandwidth, compute and compute: no verdict.
     assert out["verdict_vs_two_draw_mean"] == 0.0
-    assert out["where_the_draws_agree"] == {"count": 2, "verdict_right": 1}
+    assert out["verdict_right_where_the_draws_agree"] == 1
     differ = out["where_the_draws_differ"]
     assert (differ["count"], differ["verdict_is_first"], differ["verdict_is_fresh"]) == (2, 0, 1)
     assert differ["pairs"] == ["memory_bandwidth / kv_capacity", "none / compute"]

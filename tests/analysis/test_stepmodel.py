@@ -119,3 +119,27 @@ def test_a_line_whose_intercept_is_worth_more_than_a_weights_read_does_not_split
     assert _line_rejected((STEP_OVERHEAD_MS + 0.5 * WEIGHTS_READ_MAX_TOKENS * 0.01, 0.01)) is None
     assert "saw no growth" in (_line_rejected((12.0, 0.0)) or "")
     assert _line_rejected(None) is None
+
+
+def test_the_step_overhead_floor_is_a_threshold_the_model_obeys() -> None:
+    # One step of an open loop with no step below: the tokens' model, its fixed time the floor.
+    # A user who knows the engine's (vLLM V0's steps cost about 3 ms outside their kernels) sets
+    # it with --threshold step_overhead_ms=3, and the model takes that share of the step.
+    from tokenload.analysis.headroom import step_model
+    from tokenload.analysis.signals import StepSignals
+    from tokenload.analysis.thresholds import Thresholds
+
+    sig = StepSignals(
+        load=2.0, prev_load=None, closed_loop=False, throughput=600.0, throughput_source="t",
+        prev_throughput=None, step_ms=20.0, step_source="t", prev_step_ms=None, tokens_per_step=40.0,
+        prev_tokens_per_step=None, ref_step_ms=None, ref_tokens_per_step=None, decode_share=0.9,
+        context_tokens=900.0, running_mean=36.0, running_max=40.0, prev_running_max=None,
+        waiting_mean=0.0, kv_mean=0.3, kv_max=0.4, preemptions=0.0, flops_share=None,
+        bytes_share=None, engine_steps=2000.0,
+    )  # fmt: skip
+    for ms in (1.0, 3.0):
+        model = step_model(sig, Thresholds(step_overhead_ms=ms))
+        assert model is not None
+        assert model.overhead / model.time() == pytest.approx(ms / 20.0)
+    with pytest.raises(ValueError, match="step_overhead_ms"):
+        Thresholds(step_overhead_ms=-1.0)

@@ -120,7 +120,7 @@ def step_model(sig: StepSignals, th: Thresholds) -> StepModel | None:
     ``--gpu-peaks`` those counters reached (a prior: no measured growth); else the step-time line
     through a step below; else the tokens per step alone (a prior). None without tokens per step.
     It splits the step between compute and memory: what more FLOP/s or bandwidth would buy."""
-    return _counters_model(sig) or _shares_model(sig) or _line_model(sig, th) or _tokens_model(sig, th)
+    return _counters_model(sig, th) or _shares_model(sig) or _line_model(sig, th) or _tokens_model(sig, th)
 
 
 def growth_models(sig: StepSignals, th: Thresholds) -> list[StepModel]:
@@ -131,7 +131,7 @@ def growth_models(sig: StepSignals, th: Thresholds) -> list[StepModel]:
     return out if len(out) < 2 or out[0] is not out[1] else out[:1]
 
 
-def _counters_model(sig: StepSignals) -> StepModel | None:
+def _counters_model(sig: StepSignals, th: Thresholds) -> StepModel | None:
     if not (sig.flops_per_step and sig.bytes_per_step):
         return None
     balance = sig.balance or MACHINE_BALANCE
@@ -151,7 +151,7 @@ def _counters_model(sig: StepSignals) -> StepModel | None:
     if sig.ref_flops_per_step and sig.ref_bytes_per_step:
         ref = StepModel.from_counters(sig.ref_flops_per_step, sig.ref_bytes_per_step, fixed, balance, how)
     if sig.step_ms:
-        model = model.with_overhead(sig.step_ms, ref, sig.ref_step_ms)
+        model = model.with_overhead(sig.step_ms, ref, sig.ref_step_ms, th.step_overhead_ms)
         share = model.overhead / model.time()
         model = replace(model, how=f"{how}; a fixed {share:.0%} of the step")
     return model
@@ -171,7 +171,7 @@ def _line_model(sig: StepSignals, th: Thresholds) -> StepModel | None:
     line = sig.line()
     if line is None or not sig.tokens_per_step:
         return None
-    if _line_rejected(line) is not None:
+    if _line_rejected(line, th.step_overhead_ms) is not None:
         return None
     a, b = line
     dec = sig.decode_share if sig.decode_share is not None else 0.5
@@ -183,20 +183,21 @@ def _line_model(sig: StepSignals, th: Thresholds) -> StepModel | None:
         f"step time {a:.2f} + {b:.4f} ms/token x {sig.tokens_per_step:.0f} tokens ({sig.step_source}, "
         "vllm:iteration_tokens_total)"
     )
-    return StepModel.from_line(a, b, sig.tokens_per_step, mem_units / (1.0 + mem_units), how)
+    kv_share = mem_units / (1.0 + mem_units)
+    return StepModel.from_line(a, b, sig.tokens_per_step, kv_share, how, th.step_overhead_ms)
 
 
-def _line_rejected(line: tuple[float, float] | None) -> str | None:
+def _line_rejected(line: tuple[float, float] | None, floor_ms: float = STEP_OVERHEAD_MS) -> str | None:
     """Why the step-time line through the step below (``StepSignals.line``) cannot split this
-    step, or None: it saw no growth (a flat or falling time), or its intercept is worth more
-    tokens of its slope than any weights' read (:data:`WEIGHTS_READ_MAX_TOKENS`: its steps lie on
-    either side of the roofline's corner)."""
+    step, or None: it saw no growth (a flat or falling time), or its intercept, less the step's
+    fixed time (``floor_ms``), is worth more tokens of its slope than any weights' read
+    (:data:`WEIGHTS_READ_MAX_TOKENS`: its steps lie on either side of the roofline's corner)."""
     if line is None:
         return None
     a, b = line
     if b <= 0.0:
         return f"the step-time line through the step below, {a:.2f} ms + 0 ms/token, saw no growth"
-    worth = (a - STEP_OVERHEAD_MS) / b
+    worth = (a - floor_ms) / b
     if worth <= WEIGHTS_READ_MAX_TOKENS:
         return None
     return (
@@ -211,7 +212,9 @@ def _tokens_model(sig: StepSignals, th: Thresholds) -> StepModel | None:
         return None
     dec = sig.decode_share if sig.decode_share is not None else 0.5
     seqs = sig.running_mean or dec * sig.tokens_per_step
-    why_not_line = _line_rejected(sig.line()) or "no step below to time the step's growth"
+    why_not_line = (
+        _line_rejected(sig.line(), th.step_overhead_ms) or "no step below to time the step's growth"
+    )
     how = (
         f"{sig.tokens_per_step:.0f} tokens per step (vllm:iteration_tokens_total) against the "
         f"weights' read, worth {MACHINE_BALANCE:.0f} tokens of matmuls ({why_not_line})"
@@ -219,7 +222,7 @@ def _tokens_model(sig: StepSignals, th: Thresholds) -> StepModel | None:
     model = StepModel.from_tokens(
         sig.tokens_per_step, seqs, sig.context_tokens or 0.0, th.kv_read_equiv_tokens, how
     )
-    return model.with_overhead(sig.step_ms) if sig.step_ms else model
+    return model.with_overhead(sig.step_ms, floor_ms=th.step_overhead_ms) if sig.step_ms else model
 
 
 #: Of the recomputation a step's preemptions cost, the share a twice-larger KV cache saves where

@@ -24,8 +24,8 @@ Where the terms come from, the better first (tokenload.analysis.headroom picks):
   the roofline's corner) or ``b`` is 0 (no growth seen).
 * **Tokens per step** alone against the machine balance: a prior, for the split only.
 
-``o`` is found from two steps of a series where their work differs, never below
-:data:`STEP_OVERHEAD_MS`.
+``o`` is found from two steps of a series where their work differs, never below a floor
+(``Thresholds.step_overhead_ms``, by default :data:`STEP_OVERHEAD_MS`).
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ OVERLAP = 0.5
 #: The least time an engine step takes outside its kernels (scheduling, input preparation,
 #: sampling, launches): about 1 ms for vLLM V1 with CUDA graphs. An assumption, not fitted; it
 #: matters where it decides between two otherwise equal gains: more bandwidth shortens the
-#: kernels only, a larger batch shares this time among more tokens.
+#: kernels only, a larger batch shares this time among more tokens. The default of
+#: ``Thresholds.step_overhead_ms``, which the diagnosis passes to the methods below.
 STEP_OVERHEAD_MS = 1.0
 
 
@@ -104,11 +105,15 @@ class StepModel:
         return 2.0 * (t - self.time(bandwidth=2.0)) / t if t > 0 else 0.0
 
     def with_overhead(
-        self, step_ms: float, other: StepModel | None = None, other_ms: float | None = None
+        self,
+        step_ms: float,
+        other: StepModel | None = None,
+        other_ms: float | None = None,
+        floor_ms: float = STEP_OVERHEAD_MS,
     ) -> StepModel:
         """The same terms plus the step's fixed time: found from a second step of the series
         (another batch, another time: ``ms = overhead + scale * roofline`` through both), and
-        never below :data:`STEP_OVERHEAD_MS` nor above half the step."""
+        never below ``floor_ms`` nor above half the step."""
         if not step_ms:
             return self
         r2 = self.time()
@@ -117,7 +122,7 @@ class StepModel:
             r1 = other.time()
             if r2 > 1.1 * r1:
                 overhead_ms = step_ms - (step_ms - other_ms) / (r2 - r1) * r2
-        overhead_ms = min(max(overhead_ms, STEP_OVERHEAD_MS), 0.5 * step_ms)
+        overhead_ms = min(max(overhead_ms, floor_ms), 0.5 * step_ms)
         return replace(self, overhead=overhead_ms * r2 / (step_ms - overhead_ms))
 
     @classmethod
@@ -143,10 +148,12 @@ class StepModel:
         return cls(n, MACHINE_BALANCE, kv, OVERLAP, how, measured_growth=False)
 
     @classmethod
-    def from_line(cls, a: float, b: float, n: float, kv_share: float, how: str) -> StepModel:
+    def from_line(
+        cls, a: float, b: float, n: float, kv_share: float, how: str, floor_ms: float = STEP_OVERHEAD_MS
+    ) -> StepModel:
         """From the step-time line ``a + b*n`` (ms) at ``n`` tokens per step, with ``kv_share``
         of the per-token time spent reading the KV cache; the fixed ``a`` is the weights' read
-        and the step's overhead (:data:`STEP_OVERHEAD_MS`, at most half of ``a``)."""
+        and the step's overhead (``floor_ms``, at most half of ``a``)."""
         per_token = b * n
-        overhead = min(STEP_OVERHEAD_MS, 0.5 * a)
+        overhead = min(floor_ms, 0.5 * a)
         return cls(per_token * (1.0 - kv_share), a - overhead, per_token * kv_share, 0.0, how, overhead)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 
+from tokenload.analysis.stepmodel import STEP_OVERHEAD_MS
+
 __all__ = ["CLOSE_CALL", "CLOSE_CALL_AGREED", "Thresholds"]
 
 #: What a close call (``Thresholds.saturation_margin``) means, in the words every output that
@@ -80,6 +82,10 @@ class Thresholds:
     #: verdict's ``secondary``: the ground truth's own definition (tokenload.sim.oracle's
     #: SECONDARY_SHARE).
     secondary_share: float = 0.8
+    #: The least time (ms) the step model gives an engine step outside its kernels
+    #: (tokenload.analysis.stepmodel.STEP_OVERHEAD_MS: about 1 ms for vLLM V1 with CUDA graphs,
+    #: an assumption; /metrics does not show it). Set it when the engine's is known to differ.
+    step_overhead_ms: float = STEP_OVERHEAD_MS
 
     def __post_init__(self) -> None:
         for f in fields(self):
