@@ -35,14 +35,34 @@ def tiny_params() -> int:
     return CONFIG["vocab_size"] * h + layers * per_layer + h
 
 
+def kv_bytes_per_token() -> int:
+    """KV-cache bytes one token of context holds: keys and values, every layer, bf16."""
+    return 2 * CONFIG["num_hidden_layers"] * CONFIG["num_key_value_heads"] * CONFIG["head_dim"] * 2
+
+
+#: The least rise of a one-user TPOT across a context sweep that is taken as measured: 1 % of
+#: the fastest (a p50 of a few hundred tokens moves about that much between runs of a quiet
+#: host, bench/RESULTS.md's twin tables). A flatter sweep bounds the KV reads' cost by this.
+TPOT_RESOLUTION = 0.01
+
+
 def host_scales(context_steps: list[dict[str, Any]]) -> tuple[float, float]:
     """Nominal peak FLOP/s and bandwidth for the host the server ran on, from a context sweep at
-    one user (its steps from ``summary.json``): the scales at which the base efficiencies
-    (prefill 0.5, decode 0.6) give the sweep's own prefill time per token (between its shortest
-    and longest prompt, TTFT p50) and its fastest TPOT p50. A CPU core has no datasheet, and
-    the hosts differ: one core of the first host ran torch's bf16 GEMM at the model's shapes at
-    1.3-2.5 GFLOP/s, a later one at 171-400 (bench/RESULTS.md, "The machine changed under the
-    twin"). Fitting data only: the validation staircase is not read."""
+    one user (its steps from ``summary.json``). A CPU core has no datasheet, and the hosts
+    differ: one core of the first host ran torch's bf16 GEMM at the model's shapes at 1.3-2.5
+    GFLOP/s, a later one at 171-400 (bench/RESULTS.md, "The machine changed under the twin").
+    Fitting data only: the validation staircase is not read.
+
+    FLOP/s: the scale at which the base prefill efficiency gives the sweep's own prefill time
+    per token (between its shortest and longest prompt, TTFT p50). Bandwidth: the larger of two
+    lower bounds. The weights' read at the base decode efficiency fits in the fastest TPOT p50;
+    and the KV reads at the base ``kv_read`` efficiency cost no more than the TPOT rose across
+    the sweep's contexts (its spread, at least :data:`TPOT_RESOLUTION` of the fastest): a host
+    whose one-user TPOT does not grow with the context reads its KV cache faster than the first
+    bound says, and the rest of its step is fixed time (``step_overhead_s``), not the weights'
+    read. Without the second bound a flat sweep (vLLM's CPU build on a host whose caches hold
+    the tiny model, 2026-12-07) had the weights' read take the whole one-user TPOT, priced each
+    context token's KV at that slow scale and predicted a 12-user TPOT of 11.6 ms against 6.6."""
     ordered = sorted(context_steps, key=lambda st: int(st["prompt_tokens"]))
     lo, hi = ordered[0], ordered[-1]
     seconds = (hi["ttft_ms"]["p50"] - lo["ttft_ms"]["p50"]) / 1000.0
@@ -50,12 +70,12 @@ def host_scales(context_steps: list[dict[str, Any]]) -> tuple[float, float]:
     if seconds <= 0 or tokens <= 0:
         raise ValueError("the context sweep's longest prompt was not slower than its shortest")
     matmul_flops_per_token = 2 * (tiny_params() - CONFIG["vocab_size"] * CONFIG["hidden_size"])
-    tpot_s = min(st["tpot_ms"]["p50"] for st in ordered) / 1000.0
+    tpots = [st["tpot_ms"]["p50"] / 1000.0 for st in ordered]
+    rise = max(max(tpots) - min(tpots), TPOT_RESOLUTION * min(tpots))
     eff = base_profile()["efficiency"]
-    return (
-        tokens * matmul_flops_per_token / (eff["prefill_matmul"] * seconds),
-        2 * tiny_params() / (eff["decode_bandwidth"] * tpot_s),
-    )
+    weights_bound = 2 * tiny_params() / (eff["decode_bandwidth"] * min(tpots))
+    kv_bound = kv_bytes_per_token() * tokens / (eff["kv_read"] * rise)
+    return tokens * matmul_flops_per_token / (eff["prefill_matmul"] * seconds), max(weights_bound, kv_bound)
 
 
 def base_profile(scales: tuple[float, float] | None = None) -> dict[str, Any]:
