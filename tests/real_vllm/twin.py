@@ -41,8 +41,10 @@ def kv_bytes_per_token() -> int:
 
 
 #: The least rise of a one-user TPOT across a context sweep that is taken as measured: 1 % of
-#: the fastest (a p50 of a few hundred tokens moves about that much between runs of a quiet
-#: host, bench/RESULTS.md's twin tables). A flatter sweep bounds the KV reads' cost by this.
+#: the fastest. A definition, not fitted: the same low-load step measured twice in one bench run
+#: of a quiet host moved 0-2 % in TPOT p50 (the validation staircase's 2-user step, 3.78 and
+#: 3.78 ms, 3.71 and 3.78 ms; bench/RESULTS.md, twin_vllm, 2026-12-07). It decides only a sweep
+#: flatter than that; a steeper one bounds the KV reads' cost by its own rise.
 TPOT_RESOLUTION = 0.01
 
 
