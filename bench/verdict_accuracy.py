@@ -58,7 +58,7 @@ from tokenload.sim.engine import (
     EngineConfig,
     SimEngine,
 )
-from tokenload.sim.oracle import RELAX_GAIN, RELAXATIONS, SATURATION_GAIN, OracleVerdict, judge_level
+from tokenload.sim.oracle import SATURATION_GAIN, OracleVerdict, judge_level, relaxation_label
 from tokenload.sim.profile import list_profiles, load_profile
 from tokenload.sim.virtual import RequestSpec, run_closed_loop
 from tokenload.sim.virtual_sweep import VirtualSchedule, VirtualWorkload, virtual_sweep
@@ -352,9 +352,7 @@ def _two_draw_label(r: dict[str, Any]) -> str:
     gains, other = r["oracle_gains"], r["repeat_oracle_gains"]
     if not (gains and other):
         return r["oracle"] if gains else r["repeat_oracle"]
-    both = {k: mean(g, other[k]) for k, g in gains.items() if k in other}
-    best = max(both, key=both.__getitem__)
-    return RELAXATIONS[best] if both[best] >= RELAX_GAIN else "unexplained"
+    return relaxation_label({k: mean(g, other[k]) for k, g in gains.items() if k in other})[0]
 
 
 def main_repeat(n: int, seed: int, jobs: int) -> int:

@@ -47,6 +47,7 @@ __all__ = [
     "SECONDARY_SHARE",
     "OracleVerdict",
     "judge_level",
+    "relaxation_label",
     "steady_throughput",
 ]
 
@@ -166,10 +167,18 @@ def judge_level(
         p, c = _relaxed(prof, cfg, which)
         t = steady_throughput(p, c, workload, concurrency=concurrency, rate_rps=relax_rate, **kw)
         gains[which] = t / ref - 1 if ref > 0 else 0.0
-    ranked = sorted(gains, key=gains.get, reverse=True)  # type: ignore[arg-type]
+    label, best, secondary = relaxation_label(gains)
+    return OracleVerdict(label, True, base, doubled, gains, best, secondary)
+
+
+def relaxation_label(gains: dict[str, float]) -> tuple[str, str | None, str | None]:
+    """A saturated level's label from its relaxations' gains (keys of :data:`RELAXATIONS`): the
+    label of the largest gain, ``unexplained`` when none reaches :data:`RELAX_GAIN`; with the
+    relaxation that gave it and the secondary label (or None)."""
+    ranked = sorted(gains, key=gains.__getitem__, reverse=True)
     best = ranked[0]
     if gains[best] < RELAX_GAIN:
-        return OracleVerdict("unexplained", True, base, doubled, gains)
+        return "unexplained", None, None
     secondary = next(
         (
             w
@@ -180,15 +189,7 @@ def judge_level(
         ),
         None,
     )
-    return OracleVerdict(
-        RELAXATIONS[best],
-        True,
-        base,
-        doubled,
-        gains,
-        best,
-        None if secondary is None else RELAXATIONS[secondary],
-    )
+    return RELAXATIONS[best], best, None if secondary is None else RELAXATIONS[secondary]
 
 
 def with_seed(workload: VirtualWorkload, seed: int) -> VirtualWorkload:
