@@ -68,8 +68,16 @@ def test_a_constant_rate_over_two_workers_reaches_the_server_within_2_percent(tr
     assert step["achieved_rate_rps"] == pytest.approx(RATE, rel=0.02)
     assert step["target_rate_rps"] == RATE and step["concurrency"] is None
     assert {r["worker"] for r in read_records(run_dir)} == {"w0", "w1"}  # both workers sent
+    # Each worker anchors the schedule when its announcement arrives, so one worker's arrivals
+    # can sit a few ms behind the other's for the whole step: the gaps then alternate short and
+    # long (a CI run read a median single gap of 37.9 ms against 40). The spacing is checked over
+    # two arrivals (one of each worker's), which that constant offset does not move, and the
+    # shape by the share of gaps under half the mean: none for a constant process, 39 % for a
+    # Poisson one (1 - exp(-1/2)).
+    pairs = [b - a for a, b in zip(arrivals, arrivals[2:], strict=False)]
+    assert statistics.median(pairs) / 2 == pytest.approx(1 / RATE, rel=0.05)
     gaps = [b - a for a, b in itertools.pairwise(arrivals)]
-    assert statistics.median(gaps) == pytest.approx(1 / RATE, rel=0.05)
+    assert sum(g < 0.5 / RATE for g in gaps) <= 0.05 * len(gaps)
 
 
 def _gamma_reference(spec: ArrivalSpec, n: int = 20_000) -> list[float]:
