@@ -48,3 +48,45 @@ def test_a_busy_api_server_caps_requests_before_the_engine_sees_them() -> None:
     assert running[2] < 1.5 * running[0] and running[2] < 0.3 * 64, running
     # Twice the processes: twice the capacity, reached once 64 users offer it.
     assert two[-1]["requests_per_s"] == pytest.approx(100.0, rel=0.05), two[-1]["requests_per_s"]
+
+
+def test_an_api_server_on_the_engines_core_takes_turns_with_it() -> None:
+    shared = APIServer(1, request_s=0.010, shares_engine_cpu=True)
+    # The engine idle: the request's CPU time is all the API server's, nothing is owed.
+    assert shared.admit(0.0, 100, engine_busy=False) == pytest.approx(0.010)
+    assert shared.take_engine_cpu_s() == 0.0
+    # The engine busy: each gets half the core, so 10 ms of work takes 20 and the engine loses 10.
+    assert shared.admit(1.0, 100, engine_busy=True) == pytest.approx(1.020)
+    assert shared.admit(1.0, 100, engine_busy=True) == pytest.approx(1.040)  # behind the first
+    assert shared.take_engine_cpu_s() == pytest.approx(0.020)
+    assert shared.take_engine_cpu_s() == 0.0  # taken once
+    # On its own cores the API server owes the engine nothing, busy or not.
+    own = APIServer(1, request_s=0.010)
+    assert own.admit(0.0, 100, engine_busy=True) == pytest.approx(0.010)
+    assert own.take_engine_cpu_s() == 0.0
+
+
+def _shared_sweep(shares: bool, levels: tuple[int, ...]) -> list[dict]:
+    profile = load_profile("h100-llama3.1-8b").model_copy(
+        update={"api_request_cpu_s": 0.002, "api_prompt_token_cpu_s": 2e-5, "api_shares_engine_cpu": shares}
+    )
+    workload = VirtualWorkload("lognormal:mean=512,sigma=0.6", "lognormal:mean=32,sigma=0.6", seed=4)
+    schedule = VirtualSchedule(concurrency=levels, step_duration_s=20.0, warmup=0.25)
+    return virtual_sweep(profile, EngineConfig(), workload, schedule).steps
+
+
+def test_an_api_server_sharing_the_engines_core_slows_its_steps_as_the_request_rate_grows() -> None:
+    # 2 ms + 20 us a prompt token (about 12 ms a request here) on the engine's core. At one
+    # user the engine is idle while its next request is read: the same run either way. Under
+    # load the engine's steps carry the API server's CPU time: TPOT grows by about the share of
+    # the core that requests/s x CPU a request takes (the steps' own time is what is left).
+    own, shared = _shared_sweep(False, (1, 32)), _shared_sweep(True, (1, 32))
+    assert shared[0]["tpot_ms"]["p50"] == pytest.approx(own[0]["tpot_ms"]["p50"], rel=1e-6)
+    assert shared[0]["ttft_ms"]["p50"] == pytest.approx(own[0]["ttft_ms"]["p50"], rel=1e-6)
+    load = shared[1]["requests_per_s"] * (
+        0.002 + 2e-5 * shared[1]["input_tokens_per_s"] / shared[1]["requests_per_s"]
+    )
+    slower = shared[1]["tpot_ms"]["mean"] / own[1]["tpot_ms"]["mean"]
+    assert 0.1 < load < 0.9, load  # the workload loads the core enough to tell
+    assert slower == pytest.approx(1 / (1 - load), rel=0.25), (slower, load)
+    assert shared[1]["output_tokens_per_s"] < own[1]["output_tokens_per_s"]

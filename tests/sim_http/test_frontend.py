@@ -117,3 +117,39 @@ def test_an_idle_engine_starts_a_prefill_when_the_api_server_hands_it_over(start
     assert status == 200
     # A host's stalls only lengthen it; the old dating gave about max(cost, prefill).
     assert took >= (cost + prefill_s) * 0.97, (took, cost, prefill_s)
+
+
+def test_an_api_server_on_the_engines_core_stalls_the_engine_over_http(start_sim, tmp_path: Path) -> None:
+    """api_shares_engine_cpu over HTTP, as in simulated time: a request that reaches the server
+    while the engine decodes another takes its API time twice over (half the core), and the
+    decoding request's steps lose that CPU time."""
+    from tokenload.sim.engine import EngineConfig
+    from tokenload.sim.replay import Observation, predict
+
+    cost, output = 0.3, 120
+    base = load_profile("h100-llama3.1-8b")
+    alone = predict(base, EngineConfig(), Observation("alone", 1, 16, output, None, None, None))
+    alone_s = (alone.ttft_ms_p50 + (output - 1) * alone.tpot_ms_p50) / 1e3
+    assert alone_s > 2 * cost  # the second request arrives and is read while the first decodes
+    shared = tmp_path / "shared-core.yaml"
+    update = {"api_request_cpu_s": cost, "api_shares_engine_cpu": True}
+    shared.write_text(yaml.safe_dump(base.model_copy(update=update).model_dump(mode="json")))
+    sim = start_sim("--profile", str(shared))
+    body = {"prompt": [100] * 16, "max_tokens": output, "ignore_eos": True}
+    http_json(sim.url + "/v1/completions", body)  # the first request pays for imports
+    took: dict[str, float] = {}
+
+    def send(name: str, req: dict) -> None:
+        t0 = time.perf_counter()
+        assert http_json(sim.url + "/v1/completions", req)[0] == 200
+        took[name] = time.perf_counter() - t0
+
+    first = threading.Thread(target=send, args=("long", body))
+    first.start()
+    time.sleep(cost + 0.05)  # past the first request's own API time, with the engine decoding
+    send("short", {"prompt": [100] * 16, "max_tokens": 1})
+    first.join(timeout=30)
+    # A host's stalls only lengthen both; without the shared core the long request takes about
+    # its own time (plus a step or two batched with the short one) and the short one its cost.
+    assert took["short"] >= 2 * cost * 0.97, took
+    assert took["long"] >= cost + alone_s + cost * 0.97, (took, alone_s)

@@ -15,6 +15,14 @@ count from its arrival at the server, its queue time from when the engine got it
 do. So a saturated API server shows where it does on a real one: the server's TTFT mostly
 outside its queue and prefill, nothing waiting, fewer requests running than users.
 
+Where the API server shares the engine's CPU core (``api_shares_engine_cpu``: vLLM's CPU build
+on a host that gives the server one core, as the real-vLLM tier does), the two take turns on it:
+the operating system's scheduler gives each half the core while both have work. A request's CPU
+time then takes twice as long while the engine has work, and the engine loses that CPU time:
+the driver adds it to the engine's next step (``SimEngine.add_stall``). Without that, a twin of
+such a server would see its engine slow down with the request rate (and more with longer
+prompts) and no term to explain it.
+
 Separate from the profile's ``frontend_request_s``, a fixed latency that queues nothing (what was
 fitted to a public table that cannot tell the two apart), and from ``output_token_overhead_s``, a
 per-token cost inside the engine's step (streaming where the API server shares the engine's
@@ -30,9 +38,23 @@ __all__ = ["APIServer"]
 class APIServer:
     """``count`` first-come-first-served API processes, requests assigned round robin."""
 
-    __slots__ = ("_busy_until", "_next", "count", "prompt_token_s", "request_s")
+    __slots__ = (
+        "_busy_until",
+        "_engine_cpu_s",
+        "_next",
+        "count",
+        "prompt_token_s",
+        "request_s",
+        "shares_engine_cpu",
+    )
 
-    def __init__(self, count: int = 1, request_s: float = 0.0, prompt_token_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        count: int = 1,
+        request_s: float = 0.0,
+        prompt_token_s: float = 0.0,
+        shares_engine_cpu: bool = False,
+    ) -> None:
         if count < 1:
             raise ValueError(f"api_server_count: expected at least 1, got {count}")
         if request_s < 0 or prompt_token_s < 0:
@@ -40,8 +62,10 @@ class APIServer:
         self.count = count
         self.request_s = request_s
         self.prompt_token_s = prompt_token_s
+        self.shares_engine_cpu = shares_engine_cpu
         self._busy_until = [float("-inf")] * count
         self._next = 0
+        self._engine_cpu_s = 0.0
 
     @property
     def active(self) -> bool:
@@ -57,14 +81,27 @@ class APIServer:
         cost = self.cost_s(prompt_tokens)
         return self.count / cost if cost > 0 else float("inf")
 
-    def admit(self, at_s: float, prompt_tokens: int) -> float:
+    def admit(self, at_s: float, prompt_tokens: int, engine_busy: bool = False) -> float:
         """When the engine gets a request that reached the server at ``at_s``. Call in the order
-        requests arrive: each process serves its requests one at a time, in that order."""
+        requests arrive: each process serves its requests one at a time, in that order.
+        ``engine_busy``: whether the engine has work then (matters only where the API server
+        shares its core: the request's CPU time then takes twice as long, half of it the
+        engine's, owed to the engine's next step: :meth:`take_engine_cpu_s`)."""
         if not self.active:
             return at_s
         slot = self._next
         self._next = (slot + 1) % self.count
         start = max(at_s, self._busy_until[slot])
-        done = start + self.cost_s(prompt_tokens)
+        cost = self.cost_s(prompt_tokens)
+        if self.shares_engine_cpu and engine_busy:
+            self._engine_cpu_s += cost
+            cost *= 2
+        done = start + cost
         self._busy_until[slot] = done
         return done
+
+    def take_engine_cpu_s(self) -> float:
+        """The engine's CPU time the API server took since the last call (0 unless it shares the
+        engine's core), and forget it: the driver adds it to the engine's next step."""
+        owed, self._engine_cpu_s = self._engine_cpu_s, 0.0
+        return owed

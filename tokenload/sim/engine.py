@@ -145,10 +145,19 @@ class SimEngine:
         self._new_arrivals: set[str] = set()
         # Why the head of the queue was left waiting by the last schedule(); None if nothing was.
         self.waiting_cause: str | None = None
+        # CPU time other work on the engine's core took from it (add_stall), owed by the next step.
+        self._stall_s = 0.0
         if metrics is not None:
             metrics.configure(self.max_model_len, cfg.max_num_seqs)
             metrics.set_cache_config(self.cache_config_info())
             self._publish_gauges()
+
+    def add_stall(self, seconds: float) -> None:
+        """CPU time that other work on the engine's core (an API server sharing it) took from the
+        engine: the next step takes that much longer."""
+        if seconds < 0:
+            raise ValueError(f"a stall must not be negative, got {seconds}")
+        self._stall_s += seconds
 
     # --- queries -----------------------------------------------------------------------------
 
@@ -314,7 +323,7 @@ class SimEngine:
         plan = StepPlan(
             step_index=self._step_index,
             start_s=now_s,
-            duration_s=cost.duration_s,
+            duration_s=cost.duration_s + self._stall_s,
             cost=cost,
             num_seqs=len(result.entries),
             num_prefill_tokens=result.num_prefill_tokens,
@@ -324,6 +333,7 @@ class SimEngine:
         )
         self._step_index += 1
         self._inflight = plan
+        self._stall_s = 0.0
         return plan
 
     def complete(self, plan: StepPlan, now_s: float) -> list[RequestOutput]:

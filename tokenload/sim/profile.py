@@ -157,6 +157,12 @@ class Profile(_Strict):
         description="CPU time one API server process spends per prompt token (tokenization), s: "
         "added to api_request_cpu_s.",
     )
+    api_shares_engine_cpu: bool = Field(
+        default=False,
+        description="Whether the API server runs on the engine's CPU core (a CPU-only host, or a "
+        "server pinned to one core): its CPU time per request is then taken from the engine's "
+        "steps, and takes twice as long while the engine has work (tokenload.sim.apiserver).",
+    )
     _name: str = PrivateAttr(default="")
 
     @property

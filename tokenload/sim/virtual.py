@@ -135,7 +135,10 @@ class VirtualDriver:
         self._frontend_s = engine.profile.frontend_request_s
         profile = engine.profile
         self._api = APIServer(
-            engine.config.api_server_count, profile.api_request_cpu_s, profile.api_prompt_token_cpu_s
+            engine.config.api_server_count,
+            profile.api_request_cpu_s,
+            profile.api_prompt_token_cpu_s,
+            profile.api_shares_engine_cpu,
         )
         self._seq = 0
         self._timers: list[tuple[float, int, Callable[[float], None]]] = []
@@ -167,7 +170,10 @@ class VirtualDriver:
         arrivals, ready = self._arrivals, self._ready
         while arrivals and arrivals[0][0] <= t_s:
             at_s, seq, request_id, spec, client = heapq.heappop(arrivals)
-            ready_s = self._api.admit(at_s, len(spec.prompt_token_ids)) + self._frontend_s
+            ready_s = (
+                self._api.admit(at_s, len(spec.prompt_token_ids), self.engine.has_work) + self._frontend_s
+            )
+            self.engine.add_stall(self._api.take_engine_cpu_s())
             heapq.heappush(ready, (ready_s, seq, request_id, spec, client, at_s))
         while ready and ready[0][0] <= t_s:
             ready_s, _, request_id, spec, client, at_s = heapq.heappop(ready)
