@@ -8,6 +8,11 @@ emulator profile, labelled as such.
     tokenload plan --concurrency 4,16,64 --out reports/plan-1 && tokenload report reports/plan-1
     tokenload plan --concurrency 8:256:x2 --slo ttft_p95_ms=2000 --target-rps 40 \
         --set max_num_seqs=512 --set kv_cache_dtype=fp8 --set gpu=h100-llama3.1-8b
+    tokenload plan --trace mooncake.jsonl --trace-steps 4 --trace-window 0:600 --set max_num_seqs=512
+
+--trace FILE replays a trace as `tokenload sweep --shape trace` does (each row at its time with
+its lengths and its prefix blocks; --trace-steps N: N windows, each a judged step): the
+--prompt-tokens/--output-tokens/--prefix-* options are then unused.
 
 --set KEY=VALUE[,KEY=VALUE] (repeatable; each is one what-if): an engine argument (max_num_seqs,
 num_gpu_blocks, gpu_memory_utilization, max_num_batched_tokens, ...), kv_cache_dtype=fp8, or
@@ -46,6 +51,13 @@ def build_parser() -> argparse.ArgumentParser:
     load = p.add_mutually_exclusive_group(required=True)
     load.add_argument("--concurrency", help="closed-loop users per step: 1,2,4 or 1:64:x2")
     load.add_argument("--rate", help="open-loop Poisson requests/s per step: 0.5,1,2 or 1:16:x2")
+    # A trace replayed as `tokenload sweep --shape trace` replays it: its options are the sweep's.
+    from tokenload.loadgen.option_table import add_option, group_flags
+
+    add_option(load, "--trace")
+    for flag in group_flags("trace"):
+        if flag != "--trace":
+            add_option(p, flag)
     p.add_argument(
         "--sim-args", default="", help='the emulated server, as tokenload sim takes it: "--profile ..."'
     )
@@ -129,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         rate_staircase,
         staircase,
     )
+    from tokenload.results.planned_run import write_planned_run
     from tokenload.results.rundir import check_new_run_dir, make_run_dir
     from tokenload.sim import main as sim_main
     from tokenload.sim.profile import DEFAULT_PROFILE
@@ -139,14 +152,29 @@ def main(argv: list[str] | None = None) -> int:
     try:
         levels = parse_concurrency_list(args.concurrency) if args.concurrency else None
         rates = parse_rate_list(args.rate) if args.rate else None
+        trace = None
+        if args.trace:
+            from tokenload.workload.trace import replay_trace
+
+            trace = replay_trace(
+                args.trace,
+                args.trace_format,
+                args.trace_block_size,
+                args.trace_window,
+                args.trace_speed,
+                args.trace_scale_rate,
+            )
         parse_length_spec(args.prompt_tokens, "--prompt-tokens")
         parse_length_spec(args.output_tokens, "--output-tokens")
         # The steps as tokenload sweep checks them (warm-up, duration, pool), one rule for both.
         if rates:
             rate_staircase(rates, args.step_duration, args.warmup, args.max_in_flight)
+        elif trace is not None:
+            if args.trace_steps > 1:
+                trace.windows(args.trace_steps)  # each window must hold two rows (one line if not)
         else:
             staircase(levels or [1], args.step_duration, args.warmup)
-        if args.client_turnaround_ms is not None and rates:
+        if args.client_turnaround_ms is not None and not levels:
             raise ValueError(
                 "--client-turnaround-ms: a closed loop's (--concurrency); an open loop sends by the clock"
             )
@@ -155,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
         schedule = VirtualSchedule(
             concurrency=tuple(levels or ()),
             rates=tuple(rates or ()),
+            trace=trace,
+            trace_steps=args.trace_steps,
             step_duration_s=args.step_duration,
             warmup=args.warmup,
             max_in_flight=args.max_in_flight,
@@ -209,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     # Judged as a run whose user gives the server's max_num_seqs (--server-max-num-seqs): the
     # emulated engine's is the user's own setting (--sim-args, or the default), not an internal.
     steps, knee = judge_steps(sweep.steps, max_num_seqs=config.max_num_seqs)
+    # A trace's arrivals and lengths are the trace's own: other draws change only prompt ids.
     draws = args.draws if args.draws is not None else (5 if rates else 1)
     others = []
     for seed in range(args.seed + 1, args.seed + draws):
@@ -267,13 +298,23 @@ def main(argv: list[str] | None = None) -> int:
             "profile": profile.name,
             "sim_args": args.sim_args,
             "engine": config.model_dump(mode="json"),
-            "workload": {
-                "prompt_tokens": args.prompt_tokens,
-                "output_tokens": args.output_tokens,
-                "prefix_tokens": args.prefix_tokens,
-                "prefix_groups": args.prefix_groups,
-                "seed": args.seed,
-            },
+            "workload": (
+                {
+                    "trace": args.trace,
+                    "rows": len(trace.rows),
+                    "duration_s": trace.duration_s,
+                    "windows": [w.to_dict() for w in schedule.trace_windows],
+                    "seed": args.seed,
+                }
+                if trace is not None
+                else {
+                    "prompt_tokens": args.prompt_tokens,
+                    "output_tokens": args.output_tokens,
+                    "prefix_tokens": args.prefix_tokens,
+                    "prefix_groups": args.prefix_groups,
+                    "seed": args.seed,
+                }
+            ),
             "client_turnaround_ms": [round(x * 1000.0, 3) for x in schedule.client_turnaround_s],
             # What the capacity and replicas were judged by (tokenload report takes them again).
             "report_args": _report_args(args),
@@ -289,9 +330,17 @@ def main(argv: list[str] | None = None) -> int:
         out["replicas"] = _replicas_json(capacity_model)
     if what_if:
         out["what_if"] = what_if
+    if trace is not None:
+        # As a replay's summary.json keeps it (loadgen/trace_replay.TraceShape): the report's
+        # "Trace replay" section reads it.
+        from tokenload.workload.trace import trace_stats
+
+        out["trace"] = trace_stats(trace)
+        if args.trace_steps > 1:
+            out["trace"]["windows"] = [w.to_dict() for w in schedule.trace_windows]
     if args.out is not None:
         try:
-            _write_run(make_run_dir(args.out, "--out"), out, sweep)
+            write_planned_run(make_run_dir(args.out, "--out"), out, sweep)
         except ValueError as exc:
             _fail(str(exc))
     if args.json:
@@ -415,44 +464,3 @@ def _replicas_json(model: Any) -> dict[str, Any] | None:
     if model.plan is None:
         return None if model.plan_error is None else {"error": model.plan_error}
     return model.plan.to_dict()
-
-
-def _write_run(run_dir: Path, out: dict[str, Any], sweep: Any) -> None:
-    """A run directory that ``tokenload report`` reads: summary.json, requests.jsonl,
-    server_metrics.jsonl, with the prediction label in the summary."""
-    from tokenload import __version__
-    from tokenload.metrics.definitions import FORMULAS
-    from tokenload.results.summary import SCHEMA_VERSION
-
-    summary = {
-        "schema_version": SCHEMA_VERSION,
-        "tokenload_version": __version__,
-        "run_id": run_dir.name,
-        "host": None,
-        "started_at": 0.0,
-        "ended_at": sweep.windows[-1].end,
-        "config": {},
-        "formulas": FORMULAS,
-        "steps": out["steps"],
-        "knee": out["knee"],
-        "gpu_peaks": None,
-        "server_max_num_seqs": out["prediction"]["engine"]["max_num_seqs"],
-        "totals": None,
-        "workers": ["virtual"],
-        "workers_lost": [],
-        "search": None,
-        "scrape_failures": None,
-        "prediction": out["prediction"],
-    }
-    for key in ("what_if", "draws"):  # what the report shows of the plan, and the other draws
-        if out.get(key):
-            summary[key] = out[key]
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str), encoding="utf-8")
-    with open(run_dir / "requests.jsonl", "w", encoding="utf-8") as fh:
-        for rec in sweep.records:
-            fh.write(json.dumps(rec) + "\n")
-    with open(run_dir / "server_metrics.jsonl", "w", encoding="utf-8") as fh:
-        for p in sweep.points:
-            hist = {k: {"b": h.buckets, "s": h.sum, "c": h.count} for k, h in p.histograms.items()}
-            fh.write(json.dumps({"t": p.t, "target": p.target, "ok": True, "ms": 0.0, "scalars": p.scalars,
-                                 "histograms": hist}) + "\n")  # fmt: skip

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.conftest import ROOT
@@ -375,3 +376,58 @@ def test_a_plans_capacity_without_an_slo_follows_its_own_verdicts(tmp_path: Path
     )  # fmt: skip
     assert rep.returncode == 0, rep.stderr
     assert f"= {plan['replicas']['replicas']}." in rep.stdout, rep.stdout
+
+
+def _trace(path: Path, rows: list[tuple[float, int, int, list[int]]]) -> Path:
+    path.write_text(
+        "".join(
+            json.dumps({"timestamp_s": t, "input_tokens": n, "output_tokens": o, "hash_ids": h}) + "\n"
+            for t, n, o, h in rows
+        )
+    )
+    return path
+
+
+def test_a_plan_replays_a_trace_row_for_row_with_its_prefix_reuse(tmp_path: Path) -> None:
+    # 120 rows over 12 s: every second row opens with the same 64-token block, the others with
+    # tokens of their own.
+    rows = [(i * 0.1, 100 + i % 7, 4 + i % 5, [7] if i % 2 == 0 else []) for i in range(120)]
+    trace = _trace(tmp_path / "t.jsonl", rows)
+    out = _plan("--trace", str(trace), "--trace-steps", "2", "--trace-block-size", "64", "--warmup", "0",
+                "--sim-args=--enable-prefix-caching", "--json",
+                "--out", str(tmp_path / "plan"))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    pred = json.loads(out.stdout)
+    assert [w["rows"] for w in pred["prediction"]["workload"]["windows"]] == [[0, 60], [60, 120]]
+    records = [json.loads(line) for line in (tmp_path / "plan" / "requests.jsonl").read_text().splitlines()]
+    # Every row once, in its window's step, with its own lengths.
+    assert sorted((r["input_tokens"], r["output_tokens"]) for r in records) == sorted(
+        (n, o) for _, n, o, _ in rows
+    )
+    assert [sum(r["step"] == k for r in records) for k in (0, 1)] == [60, 60]
+    for s in pred["steps"]:
+        assert s["target_rate_rps"] == pytest.approx(10.0, rel=0.02)
+        # The shared blocks reach the emulated prefix cache: hits, never more than the blocks.
+        hits = s["server"]["prefix_cache_hits"]["increase"]
+        assert 0 < hits <= 30 * 64, s["server"]["prefix_cache_hits"]
+    # The planned run reports as a replay does: its trace section, one step per window.
+    rep = subprocess.run(
+        [sys.executable, "-m", "tokenload", "report", str(tmp_path / "plan")],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert rep.returncode == 0, rep.stderr
+    assert "Replayed as 2 steps (--trace-steps)" in (tmp_path / "plan" / "report.md").read_text()
+
+
+def test_a_plans_trace_input_is_checked_in_one_line(tmp_path: Path) -> None:
+    trace = _trace(tmp_path / "t.jsonl", [(0.0, 100, 8, []), (0.5, 100, 8, []), (9.0, 100, 8, [])])
+    long = _trace(tmp_path / "long.jsonl", [(0.0, 100, 8, []), (1.0, 5000, 8, [])])
+    for args, says in (
+        (["--trace", str(trace), "--trace-steps", "4"], "--trace-steps: window 2 of 4"),
+        (["--trace", str(trace), "--rate", "2"], "not allowed with argument --trace"),
+        (["--trace", str(tmp_path / "none.jsonl")], "no such file"),
+        (["--trace", str(long), "--sim-args", "--max-model-len 4096"], "--trace: row 1 asks for 5000 prompt"),
+    ):
+        out = _plan(*args)
+        assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, (args, out.stderr)
+        assert says in out.stderr, (args, out.stderr)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import random
 import re
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -199,6 +201,31 @@ def test_a_trace_replayed_as_several_steps_gets_a_verdict_per_window(tmp_path: P
     assert verdicts[0]["bottleneck"] in ("none", "client") and verdicts[2]["saturated"], verdicts
     md = (run_dir / "report.md").read_text()
     assert "Replayed as 3 steps (--trace-steps)" in md and "offered req/s" in md
+    # tokenload plan replays the same trace in simulated time against the same emulator (the
+    # default profile): the same rows in each step's measured part, the unsaturated windows'
+    # throughput (what the rows ask for) alike, and the 40 req/s window saturated in both. (A
+    # quiet run, 2026-12-07: 65.5 / 65.5, 139.3 / 140.5, 211.8 / 211.8 tokens/s predicted /
+    # measured; the 10 % leaves room for a busy host's client.)
+    planned = subprocess.run(
+        [sys.executable, "-m", "tokenload", "plan", "--trace", str(trace), "--trace-steps", "3",
+         "--warmup", "0.2", "--json"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert planned.returncode == 0, planned.stderr[-2000:]
+    plan = json.loads(planned.stdout)
+    print(
+        [
+            (p["output_tokens_per_s"], st["output_tokens_per_s"])
+            for p, st in zip(plan["steps"], s["steps"], strict=True)
+        ]
+    )
+    assert plan["prediction"]["workload"]["windows"] == windows
+    for p, st in zip(plan["steps"], s["steps"], strict=True):
+        assert p["target_rate_rps"] == pytest.approx(st["target_rate_rps"])
+        assert abs(p["requests"]["ok"] - st["requests"]["ok"]) <= 2, (p["requests"], st["requests"])
+    for p, st in zip(plan["steps"][:2], s["steps"][:2], strict=True):
+        assert p["output_tokens_per_s"] == pytest.approx(st["output_tokens_per_s"], rel=0.10)
+    assert plan["steps"][2]["verdict"]["saturated"]
 
 
 def test_a_trace_cut_into_windows_without_two_rows_each_is_one_line(tmp_path: Path) -> None:

@@ -24,9 +24,11 @@ __all__ = [
     "GROUPS",
     "OPTIONS",
     "Option",
+    "add_option",
     "add_options",
     "env_var_names",
     "forwarded_argv",
+    "group_flags",
     "markdown",
     "run_defaults",
 ]
@@ -541,28 +543,45 @@ def add_options(parser: Any, scope: Scope, env_vars: bool) -> None:
             continue
         group = parser.add_argument_group(title, description)
         for o in members:
-            default = o.default_for(scope)
-            shown = (
-                o.kind not in ("switch", "append") and default not in (None, "") and "default" not in o.help
-            )
-            kwargs: dict[str, Any] = {
-                "default": default,
-                "help": f"{o.help} (default {str(default).replace('%', '%%')})" if shown else o.help,
-            }
-            if o.internal:
-                kwargs["help"] = argparse.SUPPRESS
-            if env_vars:
-                kwargs["env_var"] = o.env_var
-            if o.kind == "switch":
-                kwargs["action"] = "store_true"
-            else:
-                if o.kind == "append":
-                    kwargs["action"] = "append"
-                if o.type is not None:
-                    kwargs["type"] = o.type
-                if o.choices is not None:
-                    kwargs["choices"] = list(o.choices)
-            group.add_argument(o.flag, **kwargs)
+            group.add_argument(o.flag, **_argparse_kwargs(o, scope, env_vars))
+
+
+def add_option(container: Any, flag: str, scope: Scope = "sweep") -> None:
+    """Add one declared option to an argparse parser or group (another command that takes it
+    as the sweep does: ``tokenload plan --trace``), with its one declaration's help, type and
+    default."""
+    option = next((o for o in OPTIONS if o.flag == flag), None)
+    if option is None:
+        raise KeyError(f"no option {flag} is declared")
+    container.add_argument(option.flag, **_argparse_kwargs(option, scope, False))
+
+
+def group_flags(group: str) -> list[str]:
+    """The flags of one of ``GROUPS``, in declaration order."""
+    return [o.flag for o in OPTIONS if o.group == group]
+
+
+def _argparse_kwargs(o: Option, scope: Scope, env_vars: bool) -> dict[str, Any]:
+    default = o.default_for(scope)
+    shown = o.kind not in ("switch", "append") and default not in (None, "") and "default" not in o.help
+    kwargs: dict[str, Any] = {
+        "default": default,
+        "help": f"{o.help} (default {str(default).replace('%', '%%')})" if shown else o.help,
+    }
+    if o.internal:
+        kwargs["help"] = argparse.SUPPRESS
+    if env_vars:
+        kwargs["env_var"] = o.env_var
+    if o.kind == "switch":
+        kwargs["action"] = "store_true"
+    else:
+        if o.kind == "append":
+            kwargs["action"] = "append"
+        if o.type is not None:
+            kwargs["type"] = o.type
+        if o.choices is not None:
+            kwargs["choices"] = list(o.choices)
+    return kwargs
 
 
 def forwarded_argv(

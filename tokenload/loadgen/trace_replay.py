@@ -21,17 +21,21 @@ from tokenload.loadgen.step_machine import StepShape, shape_option
 from tokenload.loadgen.steps import Step, staircase
 from tokenload.workload.errors import WorkloadError
 from tokenload.workload.spec import TraceSpec, load_workload_file
-from tokenload.workload.trace import Trace, TraceWindow, load_trace, parse_window, trace_stats
+from tokenload.workload.trace import (
+    REPLAY_TAIL_S,
+    Trace,
+    TraceWindow,
+    load_trace,
+    parse_window,
+    replay_trace,
+    trace_stats,
+)
 from tokenload.workload.trace_prompts import TracePrompts
 
 if TYPE_CHECKING:
     from tokenload.loadgen.plugin import RunContext
 
 __all__ = ["TraceShape", "load_run_trace", "prompts_for", "replays_trace", "trace_of", "trace_steps"]
-
-#: After the trace's last arrival, the step runs this much longer (its last requests are sent;
-#: the settle then waits for them to end, as for any step).
-_TAIL_S = 0.5
 
 
 def load_run_trace(options: Any) -> Trace:
@@ -45,14 +49,14 @@ def load_run_trace(options: Any) -> Trace:
             speed=spec.speed,
             rate=spec.scale_rate,
         )
-    fmt, block = str(option_value(options, "trace_format")), int(option_value(options, "trace_block_size"))
-    trace = load_trace(path, fmt, block)
-    window_text = str(option_value(options, "trace_window") or "")
     rate = option_value(options, "trace_scale_rate")
-    return trace.transformed(
-        window=parse_window(window_text) if window_text else None,
-        speed=float(option_value(options, "trace_speed")),
-        rate=float(rate) if rate is not None else None,
+    return replay_trace(
+        path,
+        str(option_value(options, "trace_format")),
+        int(option_value(options, "trace_block_size")),
+        str(option_value(options, "trace_window") or ""),
+        float(option_value(options, "trace_speed")),
+        float(rate) if rate is not None else None,
     )
 
 
@@ -141,12 +145,12 @@ class TraceShape(StepShape):
         if not windows:
             if index > 0:
                 return None
-            base = staircase([users], trace.duration_s + _TAIL_S, warmup)[0]
+            base = staircase([users], trace.duration_s + REPLAY_TAIL_S, warmup)[0]
             return dataclasses.replace(base, rate_rps=trace.mean_rate_rps or 0.0, arrival="trace")
         if index >= len(windows):
             return None
         w = windows[index]
-        base = staircase([users], w.end_s - w.start_s + _TAIL_S, warmup)[0]
+        base = staircase([users], w.end_s - w.start_s + REPLAY_TAIL_S, warmup)[0]
         return dataclasses.replace(
             base,
             index=index,

@@ -1,9 +1,10 @@
 """A load sweep in simulated time: what ``tokenload sweep`` would record against the emulator,
 in seconds and without a network.
 
-The emulator's engine runs under the virtual driver; closed-loop users (a staircase) or Poisson
-arrivals (rate steps) load it; its ``/metrics`` page is rendered and parsed at every scrape tick
-exactly as the scraper parses a real server's; the client's records are timed with the one
+The emulator's engine runs under the virtual driver; closed-loop users (a staircase), Poisson
+arrivals (rate steps) or a trace's rows at their times (``--shape trace``) load it; its
+``/metrics`` page is rendered and parsed at every scrape tick exactly as the scraper parses a
+real server's; the client's records are timed with the one
 definition of every metric (:func:`tokenload.metrics.definitions.compute_timing`). The steps come
 out in ``summary.json``'s format and are judged by the same function as a real run's. Requests
 outlive steps, as in a real run: each is counted in the step in which it started.
@@ -16,49 +17,43 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tokenload.loadgen.phases import StepWindow
 from tokenload.loadgen.steps import SHRINK_MAX_S, spawn_rate
 from tokenload.metrics.aggregate import LLMStats
-from tokenload.metrics.definitions import compute_timing
-from tokenload.metrics.records import itl_summary
-from tokenload.metrics.step_tally import new_tally, tally_record, tokens_by_step
+from tokenload.metrics.step_tally import new_tally, tally_record
 from tokenload.servermetrics.parse import parse_page
 from tokenload.servermetrics.summary import summarize_window
 from tokenload.sim.engine import EngineConfig, SimEngine
 from tokenload.sim.metrics import SimMetrics
 from tokenload.sim.profile import Profile, load_profile
 from tokenload.sim.turnaround import CLIENT_TURNAROUND_S, check_quantiles, turnaround
-from tokenload.sim.virtual import RequestSpec, VirtualDriver, VirtualRequest
-from tokenload.workload.lengths import fitting_lengths, parse_length_spec
+from tokenload.sim.virtual import VirtualDriver, VirtualRequest
+from tokenload.sim.virtual_prompts import VirtualPrompts, VirtualWorkload
+from tokenload.sim.virtual_records import client_record, step_and_phase
+from tokenload.workload.trace import REPLAY_TAIL_S, Trace, TraceWindow
 
 __all__ = ["VirtualPoint", "VirtualSchedule", "VirtualSweep", "VirtualWorkload", "virtual_sweep"]
 
-#: Prompt token ids are drawn from the byte vocabulary's printable range (the emulator's tokenizer).
-_TOKEN_LOW, _TOKEN_HIGH = 32, 126
-
-
-@dataclass(frozen=True, slots=True)
-class VirtualWorkload:
-    """What each request asks for: length specs as ``--prompt-tokens``/``--output-tokens`` take
-    them, and an optional shared prefix (``prefix_groups`` distinct ones of ``prefix_tokens``)."""
-
-    prompt_tokens: str = "256"
-    output_tokens: str = "128"
-    prefix_tokens: int = 0
-    prefix_groups: int = 1
-    seed: int = 0
+#: An open-loop step's schedule starts this long after the step (the master announces its
+#: schedule's t0 as now + 0.05 s, loadgen/plugin.py).
+_SCHEDULE_DELAY_S = 0.05
 
 
 @dataclass(frozen=True, slots=True)
 class VirtualSchedule:
-    """The load: a closed-loop staircase (``concurrency``) or open-loop Poisson rate steps
-    (``rates``, with at most ``max_in_flight`` requests in flight, as tokenload's user pool)."""
+    """The load: a closed-loop staircase (``concurrency``), open-loop Poisson rate steps
+    (``rates``), or a trace replayed as ``--shape trace`` replays it (``trace``, in
+    ``trace_steps`` windows of equal duration, each a step of the window's span plus
+    ``REPLAY_TAIL_S``; ``step_duration_s`` is then unused). Open loops keep at most
+    ``max_in_flight`` requests in flight, as tokenload's user pool does."""
 
     concurrency: tuple[int, ...] = ()
     rates: tuple[float, ...] = ()
+    trace: Trace | None = None
+    trace_steps: int = 1
     step_duration_s: float = 30.0
     #: A fraction (< 1) of each step, or seconds, left out of its statistics.
     warmup: float = 0.2
@@ -90,10 +85,14 @@ class VirtualSchedule:
     client_turnaround_s: tuple[float, ...] = CLIENT_TURNAROUND_S
     #: Locust calls a load shape's tick once a second.
     tick_s: float = 1.0
+    #: A trace's steps: its ``trace_steps`` windows (the whole trace for one); set from them.
+    trace_windows: tuple[TraceWindow, ...] = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if bool(self.concurrency) == bool(self.rates):
-            raise ValueError("virtual sweep: give either concurrency levels or rates, not both or neither")
+        if sum((bool(self.concurrency), bool(self.rates), self.trace is not None)) != 1:
+            raise ValueError("virtual sweep: give one of concurrency levels, rates or a trace")
+        if self.trace is not None:
+            object.__setattr__(self, "trace_windows", tuple(_trace_windows(self.trace, self.trace_steps)))
         if any(c < 1 for c in self.concurrency) or any(r <= 0 for r in self.rates):
             raise ValueError("virtual sweep: concurrency levels must be >= 1 and rates > 0")
         if self.step_duration_s <= 0 or self.scrape_interval_s <= 0 or self.tick_s <= 0:
@@ -104,12 +103,19 @@ class VirtualSchedule:
         object.__setattr__(self, "client_turnaround_s", q)
 
     @property
-    def warmup_s(self) -> float:
-        return self.warmup * self.step_duration_s if self.warmup < 1 else self.warmup
-
-    @property
     def num_steps(self) -> int:
-        return len(self.concurrency or self.rates)
+        return len(self.trace_windows) if self.trace is not None else len(self.concurrency or self.rates)
+
+    def duration_of(self, k: int) -> float:
+        """Step ``k``'s duration: a trace window's span and tail, else ``step_duration_s``."""
+        if self.trace is None:
+            return self.step_duration_s
+        w = self.trace_windows[k]
+        return w.end_s - w.start_s + REPLAY_TAIL_S
+
+    def warmup_of(self, k: int) -> float:
+        """Seconds of step ``k`` left out of its statistics."""
+        return self.warmup * self.duration_of(k) if self.warmup < 1 else self.warmup
 
 
 @dataclass(slots=True)
@@ -136,33 +142,13 @@ class VirtualSweep:
     windows: list[StepWindow]
 
 
-class _Prompts:
-    def __init__(self, workload: VirtualWorkload) -> None:
-        self.rng = random.Random(workload.seed)
-        self.prompt_len = parse_length_spec(workload.prompt_tokens, "prompt_tokens")
-        self.output_len = parse_length_spec(workload.output_tokens, "output_tokens")
-        self.prefixes = [
-            [self.rng.randint(_TOKEN_LOW, _TOKEN_HIGH) for _ in range(workload.prefix_tokens)]
-            for _ in range(max(1, workload.prefix_groups))
-        ]
-        self.prefix_tokens = workload.prefix_tokens
-
-    def make(self, max_model_len: int) -> RequestSpec:
-        rng = self.rng
-        # As the client draws them (workload.plan.RequestPlanner): again until they fit.
-        n, out, _ = fitting_lengths(
-            lambda: (self.prompt_len.sample(rng), self.output_len.sample(rng)),
-            max_model_len,
-            names="--prompt-tokens/--output-tokens",  # tokenload plan's (and sweep's) options
-        )
-        # A prompt no longer than the prefix keeps part of it; the client draws such a length
-        # again (workload.plan, min_input). Kept so as not to move the verdict grid's sweeps
-        # (SWEEP_VERSION 4); the two differ only for prompt lengths that reach below the prefix.
-        prefix = (
-            self.prefixes[rng.randrange(len(self.prefixes))][: max(0, n - 1)] if self.prefix_tokens else []
-        )
-        body = [rng.randint(_TOKEN_LOW, _TOKEN_HIGH) for _ in range(n - len(prefix))]
-        return RequestSpec(prefix + body, out, ignore_eos=True)
+def _trace_windows(trace: Trace, steps: int) -> list[TraceWindow]:
+    """As the trace shape cuts a trace (loadgen/trace_replay.TraceShape.windows)."""
+    if steps > 1:
+        return trace.windows(steps)
+    if not trace.rows:
+        raise ValueError("virtual sweep: the trace has no rows")
+    return [TraceWindow(0, 0, len(trace.rows), 0.0, trace.duration_s)]
 
 
 class _SweepRun:
@@ -173,7 +159,7 @@ class _SweepRun:
         self,
         driver: VirtualDriver,
         metrics: SimMetrics,
-        prompts: _Prompts,
+        prompts: VirtualPrompts,
         schedule: VirtualSchedule,
         rng: random.Random,
         turn_rng: random.Random,
@@ -193,7 +179,8 @@ class _SweepRun:
         self.sending = True  # closed loop: users send again when a request ends
         self.busy: set[int] = set()
         self.in_flight = 0  # open loop
-        self.backlog: list[float] = []  # open loop: arrivals waiting for a free user
+        #: Open loop: arrivals waiting for a free user (when meant, the trace row or None).
+        self.backlog: list[tuple[float, int | None]] = []
         #: Per step, its measured requests not yet ended; each request's step if it is one.
         self.outstanding: dict[int, int] = {}
         self.measured_in: dict[str, int] = {}
@@ -203,13 +190,17 @@ class _SweepRun:
     # -- steps ---------------------------------------------------------------------------
     def begin(self, t: float, k: int) -> None:
         sch = self.schedule
+        if sch.trace is not None:
+            rate = sch.trace_windows[k].mean_rate_rps or 0.0  # as the trace shape offers it
+        else:
+            rate = None if sch.concurrency else sch.rates[k]
         w = StepWindow(
             k,
-            sch.concurrency[k] if sch.concurrency else None,  # a rate step's load is its rate
-            None if sch.concurrency else sch.rates[k],
+            sch.concurrency[k] if sch.concurrency else None,  # an open loop's load is its rate
+            rate,
             t,
-            t + sch.warmup_s,
-            t + sch.step_duration_s,
+            t + sch.warmup_of(k),
+            t + sch.duration_of(k),
         )
         self.windows.append(w)
         self.step = k
@@ -222,6 +213,15 @@ class _SweepRun:
         if sch.concurrency:
             if not sch.settle:
                 self.spawn(t)
+        elif sch.trace is not None:
+            # The window's rows at their own gaps, the first one the schedule's start: 50 ms after
+            # the step's (the master announces t0 = now + 0.05, loadgen/plugin.py).
+            tw, rows = sch.trace_windows[k], sch.trace.rows
+            first = rows[tw.first_row].t_s
+            for i in range(tw.first_row, tw.end_row):
+                self.driver.at(
+                    t + _SCHEDULE_DELAY_S + rows[i].t_s - first, lambda now, i=i: self.arrive(now, i)
+                )
         else:  # the step's Poisson arrivals
             at = t
             while True:
@@ -305,8 +305,17 @@ class _SweepRun:
         self.driver.stop_s = t + sch.drain_s
 
     # -- requests ------------------------------------------------------------------------
-    def submit(self, at_s: float, user: int | None, intended: float | None = None) -> None:
-        rid = self.driver.submit(at_s, self.prompts.make(self.driver.engine.max_model_len), user)
+    def submit(
+        self, at_s: float, user: int | None, intended: float | None = None, row: int | None = None
+    ) -> None:
+        trace = self.schedule.trace
+        if row is not None and trace is not None:
+            spec = self.prompts.for_row(
+                trace.rows[row], row, trace.block_size, self.driver.engine.max_model_len
+            )
+        else:
+            spec = self.prompts.make(self.driver.engine.max_model_len)
+        rid = self.driver.submit(at_s, spec, user)
         when = at_s if intended is None else intended
         self.sent_at[rid] = when
         if intended is not None:
@@ -318,12 +327,12 @@ class _SweepRun:
             self.outstanding[step] += 1  # type: ignore[index]
             self.measured_in[rid] = step  # type: ignore[assignment]
 
-    def arrive(self, t: float) -> None:
+    def arrive(self, t: float, row: int | None = None) -> None:
         if self.in_flight < self.schedule.max_in_flight:
             self.in_flight += 1
-            self.submit(t, None, t)
+            self.submit(t, None, t, row)
         else:
-            self.backlog.append(t)
+            self.backlog.append((t, row))
 
     def on_finish(self, req: VirtualRequest, now_s: float) -> None:
         k = self.measured_in.pop(req.request_id, None)
@@ -339,7 +348,8 @@ class _SweepRun:
             self.in_flight -= 1
             if self.backlog:
                 self.in_flight += 1
-                self.submit(now_s, None, self.backlog.pop(0))
+                intended, row = self.backlog.pop(0)
+                self.submit(now_s, None, intended, row)
 
     # -- the server's /metrics -----------------------------------------------------------
     def scrape_at(self, t: float) -> None:
@@ -383,7 +393,7 @@ def virtual_sweep(
     run = _SweepRun(
         driver,
         metrics,
-        _Prompts(workload),
+        VirtualPrompts(workload),
         schedule,
         random.Random(workload.seed + 1),
         random.Random(f"client turnaround {workload.seed}"),  # a stream of its own
@@ -393,7 +403,9 @@ def virtual_sweep(
     finished = driver.run(run.on_finish)
     windows = run.windows
     records = [
-        _record(r, run.sent_at[r.request_id], run.lag.get(r.request_id), r.request_id in run.queued, windows)
+        client_record(
+            r, run.sent_at[r.request_id], run.lag.get(r.request_id), r.request_id in run.queued, windows
+        )
         for r in finished.requests
     ]
     steps = []
@@ -416,71 +428,3 @@ def virtual_sweep(
     for rec in records:
         rec.pop("_itl")
     return VirtualSweep(steps, records, run.points, engine, finished.requests, windows)
-
-
-def step_and_phase(windows: list[StepWindow], intended: float, sent: float) -> tuple[int | None, str | None]:
-    """A request's step and phase, as a run's records tag them: the step it was meant to be sent
-    in (none between a step's end and the next one's start: its settle and the next step's
-    spawn, as a run's phase messages tag it), and within that step the phase it was sent in (an
-    open-loop arrival that waited for a free user: when it was sent; user._take_slot)."""
-    window = next((w for w in windows if w.start <= intended < w.end), None)  # type: ignore[operator]
-    if window is None:
-        return None, None
-    if window.measure_start <= sent < window.end:  # type: ignore[operator]
-        return window.index, "measure"
-    return window.index, "warmup" if sent < window.end else None  # type: ignore[operator]
-
-
-def _record(
-    req: VirtualRequest, intended: float, lag_s: float | None, queued: bool, windows: list[StepWindow]
-) -> dict[str, Any]:
-    t_sent = req.arrival_s
-    step, phase = step_and_phase(windows, intended, t_sent)
-    if not req.finished:
-        timing = compute_timing(
-            t_sent, req.token_times_s, [1] * len(req.token_times_s), None, req.num_output_tokens
-        )
-        failure = "cancelled"
-    else:
-        timing = compute_timing(
-            t_sent,
-            req.token_times_s,
-            [1] * len(req.token_times_s),
-            req.token_times_s[-1],
-            req.num_output_tokens,
-            None if lag_s is None else intended,
-        )
-        failure = None
-    return {
-        "request_id": req.request_id,
-        "name": "completion",
-        "step": step,
-        # As a run's records say them: the phase the request started in, and its status.
-        "phase": phase,
-        "status": "ok" if failure is None else failure,
-        "wall_start": intended,
-        "failure_class": failure,
-        "ttft_ms": timing.ttft_ms,
-        "tpot_ms": timing.tpot_ms,
-        "e2e_ms": timing.e2e_ms,
-        "input_tokens": req.num_prompt_tokens,
-        "output_tokens": req.num_output_tokens,
-        "token_count_diff": 0,
-        "send_lag_ms": timing.send_lag_ms,
-        "send_queued": queued,
-        "finish_reason": req.finish_reason,
-        **itl_summary(timing.itl_ms),
-        # As the client counts them: its tokens by arrival in each step's measured part.
-        "measured_tokens_by_step": tokens_by_step(
-            req.token_times_s,
-            [1] * len(req.token_times_s),
-            {
-                w.index: (w.measure_start, w.end)
-                for w in windows
-                if w.measure_start is not None and w.end is not None
-            },
-            req.num_output_tokens,
-            len(req.token_times_s),
-        ),
-        "_itl": timing.itl_ms,
-    }

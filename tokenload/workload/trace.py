@@ -44,6 +44,7 @@ __all__ = [
     "load_trace",
     "mean_rate",
     "parse_window",
+    "replay_trace",
     "session_prefixes",
     "trace_stats",
 ]
@@ -175,6 +176,25 @@ class Trace:
             k = mean / rate
             out = replace(out, rows=tuple(replace(r, t_s=r.t_s * k) for r in out.rows))
         return out
+
+
+#: After a replayed trace's (or window's) last arrival its step runs this much longer (its last
+#: requests are sent; the settle then waits for them to end, as for any step).
+REPLAY_TAIL_S = 0.5
+
+
+def replay_trace(
+    path: str | Path,
+    fmt: str = "auto",
+    block_size: int = MOONCAKE_BLOCK_SIZE,
+    window: str = "",
+    speed: float = 1.0,
+    rate: float | None = None,
+) -> Trace:
+    """The trace as a run replays it (``--trace``, ``--trace-format``, ``--trace-block-size``,
+    ``--trace-window`` as START:END text, ``--trace-speed``, ``--trace-scale-rate``)."""
+    trace = load_trace(path, fmt, block_size)
+    return trace.transformed(window=parse_window(window) if window else None, speed=speed, rate=rate)
 
 
 def parse_window(text: str, option: str = "--trace-window") -> tuple[float, float]:
