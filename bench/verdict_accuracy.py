@@ -127,10 +127,10 @@ def make_scenario(rng: random.Random, index: int) -> dict[str, Any]:
 
 def _unloaded_e2e_s(profile: str, config: EngineConfig, workload: VirtualWorkload) -> float:
     """One request alone, to size steps and rates."""
-    from tokenload.sim.virtual_sweep import _Prompts
+    from tokenload.sim.virtual_prompts import VirtualPrompts
 
     engine = SimEngine(profile, config)
-    prompts = _Prompts(workload)
+    prompts = VirtualPrompts(workload)
     specs: list[RequestSpec] = [prompts.make(engine.max_model_len) for _ in range(3)]
     run = run_closed_loop(engine, 1, 3, lambda c, i: specs[i], record_timeline=False)
     return max(r.e2e_s for r in run.requests)
