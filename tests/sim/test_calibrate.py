@@ -314,3 +314,67 @@ def test_runs_that_determine_nothing_are_warned_of_first(tmp_path: Path) -> None
     rows = [line for line in lines if line.startswith("stair#")]
     assert len(rows) == 3 and all(re.search(r"-> [\d.]+\* ", row) for row in rows), rows
     assert sum(line.startswith("* a batched step's TTFT p50 as a replay") for line in lines) == 1
+
+
+def test_an_api_server_on_the_engines_core_is_read_from_the_context_sweep(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """calibrate --api-shares-engine-cpu: the hidden server's API server spends 20 us a prompt
+    token on the engine's core; the one-user context sweep's server split (TTFT less queue and
+    prefill, as /metrics shows them) gives that time back, and the profile keeps it on the core."""
+    truth = load_profile(BASE).model_copy(
+        update={"api_prompt_token_cpu_s": 2e-5, "api_shares_engine_cpu": True}
+    )
+    hidden = tmp_path / "hidden.yaml"
+    hidden.write_text(yaml.safe_dump(truth.model_dump(mode="json")))
+    runs = []
+    for i, n_in in enumerate((128, 512, 2048)):
+        _plan(
+            tmp_path,
+            hidden,
+            f"ctx{i}",
+            "--concurrency",
+            "1",
+            "--prompt-tokens",
+            str(n_in),
+            "--output-tokens",
+            "32",
+        )
+        runs.append(str(tmp_path / f"ctx{i}"))
+    fitted = tmp_path / "fitted.yaml"
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        argv = [*runs, "--base-profile", BASE, "-o", str(fitted), "--json", "--api-shares-engine-cpu"]
+        assert calibrate.main([*argv, "--max-evals", "40"]) == 0
+    read = json.loads(buf.getvalue())["api_server_on_engine_core"]
+    assert read["api_prompt_token_cpu_s"] == pytest.approx(2e-5, rel=0.02), read
+    assert [p["prompt_tokens"] for p in read["read_from"]] == [128, 512, 2048]
+    profile = load_profile(fitted)
+    assert profile.api_shares_engine_cpu and profile.api_prompt_token_cpu_s == read["api_prompt_token_cpu_s"]
+    # A staircase alone has no one-user steps at two prompt lengths to read it from: one line.
+    _plan(
+        tmp_path, hidden, "stairs", "--concurrency", "2,4", "--prompt-tokens", "256", "--output-tokens", "32"
+    )
+    err = _calibrate_error(capsys, str(tmp_path / "stairs"), "-o", str(fitted), "--api-shares-engine-cpu")
+    assert "--api-shares-engine-cpu: reading the API server's time per prompt token takes" in err, err
+
+
+def test_the_servers_split_of_its_ttft_is_read_as_defined() -> None:
+    from tokenload.sim.api_split import api_prompt_token_s, ttft_outside_engine_ms
+
+    def step(users: int, n: int | None, ttft: float, queue: float, prefill: float) -> dict:
+        server = {
+            "ttft_ms": {"mean": ttft},
+            "queue_time_ms": {"mean": queue},
+            "prefill_time_ms": {"mean": prefill},
+        }
+        return {"concurrency": users, "prompt_tokens": n, "server": server}
+
+    assert ttft_outside_engine_ms(step(1, 64, 10.0, 1.0, 4.0)) == 5.0
+    assert ttft_outside_engine_ms({"server": {"ttft_ms": {"mean": 3.0}}}) is None
+    sweep = [step(1, 64, 10.0, 0.0, 4.0), step(1, 1024, 30.0, 0.0, 14.0), step(8, 256, 90.0, 9.0, 9.0)]
+    per_token, points = api_prompt_token_s(sweep)  # type: ignore[misc]
+    assert per_token == pytest.approx(10.0 / 960 / 1000) and points == [(64, 6.0), (1024, 16.0)]
+    assert api_prompt_token_s(sweep[:1] + sweep[2:]) is None  # one prompt length at one user
+    falling = [step(1, 64, 10.0, 0.0, 4.0), step(1, 1024, 12.0, 0.0, 8.0)]  # outside 6 -> 4 ms
+    assert api_prompt_token_s(falling)[0] == 0.0  # type: ignore[index]
