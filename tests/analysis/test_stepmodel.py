@@ -48,10 +48,10 @@ def test_overhead_found_from_a_second_step_of_the_series() -> None:
     small = StepModel(1.0, 10.0, 1.0, 0.5, "t")
     large = StepModel(8.0, 10.0, 8.0, 0.5, "t")
     ms_small, ms_large = 4.0 + small.time(), 4.0 + large.time()
-    found = large.with_overhead(ms_large, small, ms_small)
+    found = large.with_overhead(ms_large, small, ms_small, floor_ms=STEP_OVERHEAD_MS)
     assert found.overhead == pytest.approx(4.0)  # units of 1 ms here
     # Same work in both steps: not determined, so the floor.
-    floor = large.with_overhead(ms_large, large, ms_large)
+    floor = large.with_overhead(ms_large, large, ms_large, floor_ms=STEP_OVERHEAD_MS)
     assert floor.overhead * (ms_large - STEP_OVERHEAD_MS) / large.time() == pytest.approx(STEP_OVERHEAD_MS)
 
 
@@ -60,7 +60,7 @@ def test_a_fixed_time_favours_a_larger_batch_over_more_bandwidth() -> None:
     # time both relaxations would double the throughput; with it only the batch still does.
     bare = StepModel(0.1, 20.0, 0.2, 0.5, "t")
     assert bare.gain(bandwidth=2.0) > bare.gain(batch=2.0)
-    real = bare.with_overhead(22.0)
+    real = bare.with_overhead(22.0, floor_ms=STEP_OVERHEAD_MS)
     assert real.gain(batch=2.0) > real.gain(bandwidth=2.0)
 
 
@@ -68,7 +68,7 @@ def test_prior_models_do_not_claim_a_measured_growth() -> None:
     assert not StepModel.from_tokens(64, 32, 1000, 800, "t").measured_growth
     assert not StepModel.from_counters(1e9, 1e9, None, MACHINE_BALANCE, "t").measured_growth
     assert StepModel.from_counters(1e9, 1e9, 0.5e9, MACHINE_BALANCE, "t").measured_growth
-    assert StepModel.from_line(20.0, 0.1, 64, 0.2, "t").measured_growth
+    assert StepModel.from_line(20.0, 0.1, 64, 0.2, "t", STEP_OVERHEAD_MS).measured_growth
 
 
 def test_the_judge_and_the_ground_truth_share_their_definitions() -> None:
@@ -113,12 +113,15 @@ def test_a_line_whose_intercept_is_worth_more_than_a_weights_read_does_not_split
     from tokenload.analysis.headroom import _line_rejected
     from tokenload.analysis.stepmodel import WEIGHTS_READ_MAX_TOKENS
 
-    why = _line_rejected((20.2, 0.0075))
+    why = _line_rejected((20.2, 0.0075), STEP_OVERHEAD_MS)
     assert why is not None and "intercept worth" in why
     assert (20.2 - STEP_OVERHEAD_MS) / 0.0075 > WEIGHTS_READ_MAX_TOKENS
-    assert _line_rejected((STEP_OVERHEAD_MS + 0.5 * WEIGHTS_READ_MAX_TOKENS * 0.01, 0.01)) is None
-    assert "saw no growth" in (_line_rejected((12.0, 0.0)) or "")
-    assert _line_rejected(None) is None
+    assert (
+        _line_rejected((STEP_OVERHEAD_MS + 0.5 * WEIGHTS_READ_MAX_TOKENS * 0.01, 0.01), STEP_OVERHEAD_MS)
+        is None
+    )
+    assert "saw no growth" in (_line_rejected((12.0, 0.0), STEP_OVERHEAD_MS) or "")
+    assert _line_rejected(None, STEP_OVERHEAD_MS) is None
 
 
 def test_the_step_overhead_floor_is_a_threshold_the_model_obeys() -> None:

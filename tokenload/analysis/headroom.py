@@ -10,7 +10,6 @@ from tokenload.analysis.signals import StepSignals
 from tokenload.analysis.stepmodel import (
     MACHINE_BALANCE,
     OVERLAP,
-    STEP_OVERHEAD_MS,
     WEIGHTS_READ_MAX_TOKENS,
     StepModel,
 )
@@ -151,7 +150,7 @@ def _counters_model(sig: StepSignals, th: Thresholds) -> StepModel | None:
     if sig.ref_flops_per_step and sig.ref_bytes_per_step:
         ref = StepModel.from_counters(sig.ref_flops_per_step, sig.ref_bytes_per_step, fixed, balance, how)
     if sig.step_ms:
-        model = model.with_overhead(sig.step_ms, ref, sig.ref_step_ms, th.step_overhead_ms)
+        model = model.with_overhead(sig.step_ms, ref, sig.ref_step_ms, floor_ms=th.step_overhead_ms)
         share = model.overhead / model.time()
         model = replace(model, how=f"{how}; a fixed {share:.0%} of the step")
     return model
@@ -187,7 +186,7 @@ def _line_model(sig: StepSignals, th: Thresholds) -> StepModel | None:
     return StepModel.from_line(a, b, sig.tokens_per_step, kv_share, how, th.step_overhead_ms)
 
 
-def _line_rejected(line: tuple[float, float] | None, floor_ms: float = STEP_OVERHEAD_MS) -> str | None:
+def _line_rejected(line: tuple[float, float] | None, floor_ms: float) -> str | None:
     """Why the step-time line through the step below (``StepSignals.line``) cannot split this
     step, or None: it saw no growth (a flat or falling time), or its intercept, less the step's
     fixed time (``floor_ms``), is worth more tokens of its slope than any weights' read

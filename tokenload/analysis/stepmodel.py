@@ -109,7 +109,8 @@ class StepModel:
         step_ms: float,
         other: StepModel | None = None,
         other_ms: float | None = None,
-        floor_ms: float = STEP_OVERHEAD_MS,
+        *,
+        floor_ms: float,
     ) -> StepModel:
         """The same terms plus the step's fixed time: found from a second step of the series
         (another batch, another time: ``ms = overhead + scale * roofline`` through both), and
@@ -148,9 +149,7 @@ class StepModel:
         return cls(n, MACHINE_BALANCE, kv, OVERLAP, how, measured_growth=False)
 
     @classmethod
-    def from_line(
-        cls, a: float, b: float, n: float, kv_share: float, how: str, floor_ms: float = STEP_OVERHEAD_MS
-    ) -> StepModel:
+    def from_line(cls, a: float, b: float, n: float, kv_share: float, how: str, floor_ms: float) -> StepModel:
         """From the step-time line ``a + b*n`` (ms) at ``n`` tokens per step, with ``kv_share``
         of the per-token time spent reading the KV cache; the fixed ``a`` is the weights' read
         and the step's overhead (``floor_ms``, at most half of ``a``)."""
