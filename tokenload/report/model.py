@@ -34,7 +34,7 @@ from tokenload.report.capacity import (
     search_capacity,
 )
 from tokenload.report.redact import redact
-from tokenload.report.tables import load_label, no_knee_sentence, users
+from tokenload.report.tables import load_label, no_knee_sentence, rate_text, users
 
 __all__ = ["ReportModel", "build_model", "knee_sentence", "reconstructed_command", "refresh_verdicts"]
 
@@ -161,7 +161,7 @@ def knee_sentence(summary: dict[str, Any]) -> str:
     step = steps[knee["step"]] if knee["step"] < len(steps) else {}
     before = knee.get("last_unsaturated_concurrency")
     if before is None and knee.get("last_unsaturated_rate_rps") is not None:
-        prev = f"; the last unsaturated step ran {knee['last_unsaturated_rate_rps']:g} req/s"
+        prev = f"; the last unsaturated step ran {rate_text(knee['last_unsaturated_rate_rps'])} req/s"
     else:
         prev = f"; the last unsaturated step ran {users(before)}" if before is not None else ""
     if knee["bottleneck"] == "errors":  # no resource ran out: the requests failed

@@ -27,6 +27,7 @@ __all__ = [
     "markdown_table",
     "no_knee_sentence",
     "prediction_sentence",
+    "rate_text",
     "replica_table",
     "scrape_target_lines",
     "slo_search_table",
@@ -95,7 +96,13 @@ def load_label(step: dict[str, Any]) -> str:
     if step.get("concurrency") is not None:
         return users(step["concurrency"]) + prompt
     rate = step.get("target_rate_rps")
-    return "-" if rate is None else f"{rate:g} req/s{prompt}"
+    return "-" if rate is None else f"{rate_text(rate)} req/s{prompt}"
+
+
+def rate_text(rps: float) -> str:
+    """A request rate to four significant figures (a trace window's mean rate, a searched one:
+    3.66, not 3.65981), whole numbers from 1,000 up."""
+    return f"{rps:,.0f}" if rps >= 1000 else f"{rps:.4g}"
 
 
 #: The step flags said next to its verdict, in the reports and on the console: the load was
