@@ -278,6 +278,7 @@ class SimEngine:
         if not result.entries:
             if result.num_preemptions:
                 self._publish_gauges()
+            self._stall_s = 0.0  # an idle engine has the time it lost to spare
             return None
         cost = self.cost_model.cost(
             result.num_decode_seqs,
