@@ -145,12 +145,26 @@ def test_a_roomy_cache_with_short_prompts_blames_neither_the_cache_nor_the_sched
     }
 
 
-def test_a_saturated_api_server_is_not_called_prefill_bound(roomy_sweep: dict[str, Any]) -> None:
+@pytest.fixture(scope="module")
+def short_requests_sweep(
+    vllm_servers: ServerPool, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
+    """Short requests (32 tokens in, 8 out) at 4 and 64 users: many requests a second, each
+    costing the API server its HTTP, tokenization and hand-over for few generated tokens. With 32
+    tokens out (the roomy sweep's) a faster host (2026-12-07) kept 42.6 of 64 requests running:
+    the API server did not clearly saturate and the test below skipped in both CI runs of that
+    day; with 8 out the same host ran 12.1 of 64, 83 % of the server's TTFT before the engine's
+    queue, and the verdict at 64 users was frontend."""
+    out = tmp_path_factory.mktemp("short") / "run"
+    return sweep(vllm_servers.get("roomy").url, out, "4,64", 32, 8)
+
+
+def test_a_saturated_api_server_is_not_called_prefill_bound(short_requests_sweep: dict[str, Any]) -> None:
     """At 64 users the server's core runs out. The engine shows it is not what saturated: nothing waits
     in its queue, prefill is a small share of a request's time, the running batch holds well under
     64 requests, and most of the server's own TTFT passes before the engine queue sees the request
     (the API server's HTTP, tokenization and hand-over to the engine core)."""
-    srv = next(s for s in roomy_sweep["steps"] if s["concurrency"] == 64)["server"]
+    srv = next(s for s in short_requests_sweep["steps"] if s["concurrency"] == 64)["server"]
     assert srv["requests_waiting"]["mean"] < 0.5
     if srv["requests_running"]["mean"] >= 0.6 * 64:
         # How far the API process falls behind depends on the host's CPU: on some runs (47.5-54.5
@@ -163,8 +177,8 @@ def test_a_saturated_api_server_is_not_called_prefill_bound(roomy_sweep: dict[st
     assert prefill / (prefill + decode) < 0.2
     before_queue_ms = srv["ttft_ms"]["mean"] - srv["queue_time_ms"]["mean"] - prefill
     assert before_queue_ms > 0.5 * srv["ttft_ms"]["mean"]
-    skip_if_borderline(roomy_sweep, 64)
-    assert verdicts(roomy_sweep)[64] == "frontend"
+    skip_if_borderline(short_requests_sweep, 64)
+    assert verdicts(short_requests_sweep)[64] == "frontend"
 
 
 def test_a_tiny_kv_cache_with_long_prompts_is_kv_capacity(vllm_servers: ServerPool, tmp_path: Path) -> None:
