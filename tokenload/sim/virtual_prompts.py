@@ -5,12 +5,13 @@ built as the client builds one. Pure."""
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tokenload.sim.virtual import RequestSpec
 from tokenload.workload.lengths import fitting_lengths, parse_length_spec
-from tokenload.workload.seeds import derive_seed
 from tokenload.workload.trace import TraceRow
+from tokenload.workload.trace_prompts import row_token_ids
 
 __all__ = ["VirtualPrompts", "VirtualWorkload"]
 
@@ -44,7 +45,7 @@ class VirtualPrompts:
         ]
         self.prefix_tokens = workload.prefix_tokens
         self.seed = workload.seed
-        self._blocks: dict[int, list[int]] = {}
+        self._blocks: dict[int, Sequence[int]] = {}
 
     def make(self, max_model_len: int) -> RequestSpec:
         rng = self.rng
@@ -64,10 +65,11 @@ class VirtualPrompts:
         return RequestSpec(prefix + body, out, ignore_eos=True)
 
     def for_row(self, row: TraceRow, index: int, block_size: int, max_model_len: int) -> RequestSpec:
-        """A trace row's request, as the client builds one from token ids
-        (workload/trace_prompts.py): its hash blocks' seeded ids in order, cut to its length, then
-        ids of its own; ``max_tokens`` the row's output length. Rows sharing hashes share those
-        tokens, so the trace's prefix reuse reaches the emulated prefix cache. (A row's own
+        """A trace row's request, its ids made by the client's rule for token ids
+        (workload/trace_prompts.row_token_ids) from the emulator's byte vocabulary: its hash
+        blocks' seeded ids in order, cut to its length, then ids of its own; ``max_tokens`` the
+        row's output length. Rows sharing hashes share those tokens, so the trace's prefix reuse
+        reaches the emulated prefix cache. (A row's own
         ``prompt`` text is counted as its input length: the emulator's byte tokenizer is not
         the server's.) A row the context cannot hold is refused: a real server answers it 400."""
         if row.input_tokens + row.output_tokens > max_model_len:
@@ -76,16 +78,11 @@ class VirtualPrompts:
                 f"tokens, more than the emulated server's context ({max_model_len}; --max-model-len in "
                 "--sim-args)"
             )
-        ids: list[int] = []
-        for h in row.hash_ids:
-            if len(ids) >= row.input_tokens:
-                break
-            block = self._blocks.get(h)
-            if block is None:
-                r = random.Random(derive_seed(self.seed, "trace-block", h))
-                block = self._blocks[h] = [r.randint(_TOKEN_LOW, _TOKEN_HIGH) for _ in range(block_size)]
-            ids.extend(block[: row.input_tokens - len(ids)])
-        if len(ids) < row.input_tokens:
-            r = random.Random(derive_seed(self.seed, "trace-row", index))
-            ids.extend(r.randint(_TOKEN_LOW, _TOKEN_HIGH) for _ in range(row.input_tokens - len(ids)))
+        ids = row_token_ids(row, index, block_size, self.seed, _byte_ids, self._blocks)
         return RequestSpec(ids, row.output_tokens, ignore_eos=True)
+
+
+def _byte_ids(n: int, seed: int) -> list[int]:
+    """``n`` seeded token ids from the byte vocabulary's printable range."""
+    r = random.Random(seed)
+    return [r.randint(_TOKEN_LOW, _TOKEN_HIGH) for _ in range(n)]

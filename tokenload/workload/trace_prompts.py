@@ -15,6 +15,8 @@ the server's prefix cache), and ``max_tokens`` = the row's output length.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from tokenload.workload.errors import WorkloadError
 from tokenload.workload.exact import token_id_prompt
 from tokenload.workload.frames import PLAIN, Chat, Completion, Frame
@@ -23,7 +25,36 @@ from tokenload.workload.plan import PlannedRequest
 from tokenload.workload.seeds import derive_seed
 from tokenload.workload.trace import TraceRow
 
-__all__ = ["TracePrompts"]
+__all__ = ["TracePrompts", "row_token_ids"]
+
+
+def row_token_ids(
+    row: TraceRow,
+    index: int,
+    block_size: int,
+    seed: int,
+    make_ids: Callable[[int, int], Sequence[int]],
+    blocks: dict[int, Sequence[int]],
+) -> list[int]:
+    """Row ``index``'s prompt as token ids: its hash blocks' ids in order, cut to its input length
+    (a partial last block is that block's first ids), then ids of its own where its hashes do not
+    cover it. Block ``h`` is ``make_ids(block_size, derive_seed(seed, "trace-block", h))``, kept in
+    ``blocks`` (one cache per id maker); the row's own ids ``make_ids(n, derive_seed(seed,
+    "trace-row", index))``. ``make_ids(n, seed)``: ``n`` seeded ids of the target's vocabulary.
+    The one rule for the client's replay (:class:`TracePrompts`) and the emulator's simulated one
+    (``tokenload.sim.virtual_prompts``): rows sharing hashes share those tokens in both."""
+    n = row.input_tokens
+    ids: list[int] = []
+    for h in row.hash_ids:
+        if len(ids) >= n:
+            break
+        block = blocks.get(h)
+        if block is None:
+            block = blocks[h] = make_ids(block_size, derive_seed(seed, "trace-block", h))
+        ids.extend(block[: n - len(ids)])
+    if len(ids) < n:
+        ids.extend(make_ids(n - len(ids), derive_seed(seed, "trace-row", index)))
+    return ids
 
 
 class TracePrompts:
@@ -32,7 +63,7 @@ class TracePrompts:
         self.chat = chat
         self.block_size = block_size
         self.seed = seed
-        self._id_blocks: dict[int, tuple[int, ...]] = {}
+        self._id_blocks: dict[int, Sequence[int]] = {}
         self._text_blocks: dict[int, str] = {}
 
     def request(self, row: TraceRow, index: int) -> PlannedRequest:
@@ -44,7 +75,11 @@ class TracePrompts:
             if self.chat:
                 raise WorkloadError("length_method token_ids: a trace replayed over chat needs text lengths")
             return PlannedRequest(
-                self._ids(row, index), row.output_tokens, row.input_tokens, True, source="trace"
+                row_token_ids(row, index, self.block_size, self.seed, self._make_ids, self._id_blocks),
+                row.output_tokens,
+                row.input_tokens,
+                True,
+                source="trace",
             )
         n, bs = row.input_tokens, self.block_size
         needed = -(-n // bs)  # blocks that hold the row's tokens
@@ -66,22 +101,6 @@ class TracePrompts:
         else:  # a row of its own: the cached prompt of its length, reshuffled (one count, not a search)
             made = self.maker.variant(n, tail_seed, frame)
         return PlannedRequest(made.render(), row.output_tokens, n, made.exact, source="trace")
-
-    def _ids(self, row: TraceRow, index: int) -> list[int]:
-        n = row.input_tokens
-        ids: list[int] = []
-        for h in row.hash_ids:
-            if len(ids) >= n:
-                break
-            block = self._id_blocks.get(h)
-            if block is None:
-                block = self._id_blocks[h] = self._make_ids(
-                    self.block_size, derive_seed(self.seed, "trace-block", h)
-                )
-            ids.extend(block[: n - len(ids)])
-        if len(ids) < n:
-            ids.extend(self._make_ids(n - len(ids), derive_seed(self.seed, "trace-row", index)))
-        return ids
 
     def _make_ids(self, n: int, seed: int) -> tuple[int, ...]:
         assert self.maker.vocab_size is not None
