@@ -303,7 +303,6 @@ def main(argv: list[str] | None = None) -> int:
                     "trace": args.trace,
                     "rows": len(trace.rows),
                     "duration_s": trace.duration_s,
-                    "windows": [w.to_dict() for w in schedule.trace_windows],
                     "seed": args.seed,
                 }
                 if trace is not None
@@ -331,13 +330,11 @@ def main(argv: list[str] | None = None) -> int:
     if what_if:
         out["what_if"] = what_if
     if trace is not None:
-        # As a replay's summary.json keeps it (loadgen/trace_replay.TraceShape): the report's
-        # "Trace replay" section reads it.
-        from tokenload.workload.trace import trace_stats
+        # As a replay's summary.json keeps it (loadgen/trace_replay.TraceShape), its windows (the
+        # plan's only copy of them) with it: the report's "Trace replay" section reads it.
+        from tokenload.workload.trace import replay_stats
 
-        out["trace"] = trace_stats(trace)
-        if args.trace_steps > 1:
-            out["trace"]["windows"] = [w.to_dict() for w in schedule.trace_windows]
+        out["trace"] = replay_stats(trace, schedule.trace_windows)
     if args.out is not None:
         try:
             write_planned_run(make_run_dir(args.out, "--out"), out, sweep)

@@ -398,7 +398,9 @@ def test_a_plan_replays_a_trace_row_for_row_with_its_prefix_reuse(tmp_path: Path
                 "--out", str(tmp_path / "plan"))  # fmt: skip
     assert out.returncode == 0, out.stderr
     pred = json.loads(out.stdout)
-    assert [w["rows"] for w in pred["prediction"]["workload"]["windows"]] == [[0, 60], [60, 120]]
+    # The windows once, where a replay's summary.json keeps them (the report reads them there).
+    assert [w["rows"] for w in pred["trace"]["windows"]] == [[0, 60], [60, 120]]
+    assert "windows" not in pred["prediction"]["workload"]
     records = [json.loads(line) for line in (tmp_path / "plan" / "requests.jsonl").read_text().splitlines()]
     # Every row once, in its window's step, with its own lengths.
     assert sorted((r["input_tokens"], r["output_tokens"]) for r in records) == sorted(

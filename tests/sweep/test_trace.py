@@ -219,7 +219,7 @@ def test_a_trace_replayed_as_several_steps_gets_a_verdict_per_window(tmp_path: P
             for p, st in zip(plan["steps"], s["steps"], strict=True)
         ]
     )
-    assert plan["prediction"]["workload"]["windows"] == windows
+    assert plan["trace"]["windows"] == windows
     for p, st in zip(plan["steps"], s["steps"], strict=True):
         assert p["target_rate_rps"] == pytest.approx(st["target_rate_rps"])
         assert abs(p["requests"]["ok"] - st["requests"]["ok"]) <= 2, (p["requests"], st["requests"])

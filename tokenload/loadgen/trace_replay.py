@@ -27,8 +27,8 @@ from tokenload.workload.trace import (
     TraceWindow,
     load_trace,
     parse_window,
+    replay_stats,
     replay_trace,
-    trace_stats,
 )
 from tokenload.workload.trace_prompts import TracePrompts
 
@@ -133,10 +133,7 @@ class TraceShape(StepShape):
             trace = trace_of(self.ctx)
             n = trace_steps(self.runner.environment.parsed_options)
             self._windows = trace.windows(n) if n > 1 else []
-            stats = trace_stats(trace)
-            if self._windows:
-                stats["windows"] = [w.to_dict() for w in self._windows]
-            self.ctx.plan.trace = stats
+            self.ctx.plan.trace = replay_stats(trace, self._windows)
         return self._windows
 
     def next_step(self, index: int, steps: list[dict[str, Any]]) -> Step | None:

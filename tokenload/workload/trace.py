@@ -27,7 +27,7 @@ from __future__ import annotations
 import csv
 import json
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -44,6 +44,7 @@ __all__ = [
     "load_trace",
     "mean_rate",
     "parse_window",
+    "replay_stats",
     "replay_trace",
     "session_prefixes",
     "trace_stats",
@@ -481,3 +482,13 @@ def trace_stats(trace: Trace, bins: int = 20) -> dict[str, Any]:
         "with_hash_ids": sum(1 for r in rows if r.hash_ids),
         "implied_prefix_hit_rate": hit / total if total and any(r.hash_ids for r in rows) else None,
     }
+
+
+def replay_stats(trace: Trace, windows: Sequence[TraceWindow]) -> dict[str, Any]:
+    """summary.json's ``trace`` for a replay of ``trace`` in ``windows`` (the trace shape's and
+    ``tokenload plan``'s; the report's "Trace replay" reads it): :func:`trace_stats`, and the
+    windows where there are several (``--trace-steps``; one is the whole trace)."""
+    stats = trace_stats(trace)
+    if len(windows) > 1:
+        stats["windows"] = [w.to_dict() for w in windows]
+    return stats
