@@ -89,14 +89,10 @@ def _fail(message: str) -> NoReturn:
     raise SystemExit(2)
 
 
-def observations_from_run(run_dir: Path) -> tuple[list[Any], list[str], str | None]:
-    """The closed-loop steps of one run as observations, a note per step left out, and what
-    predicted the run if it is a prediction (``tokenload plan --out``), else None."""
-    from tokenload.results.prediction import prediction_label
-    from tokenload.sim.calibrate import Observation
-
+def _read_summary(run_dir: Path) -> dict[str, Any]:
+    """The run's summary.json. Raises ValueError (one line)."""
     try:
-        summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+        return json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
     except OSError as exc:
         what = (
             "no such directory"
@@ -108,6 +104,19 @@ def observations_from_run(run_dir: Path) -> tuple[list[Any], list[str], str | No
         raise ValueError(f"{run_dir}: {what}") from None
     except ValueError:
         raise ValueError(f"{run_dir}/summary.json: not JSON") from None
+
+
+def observations_from_run(
+    run_dir: Path, summary: dict[str, Any] | None = None
+) -> tuple[list[Any], list[str], str | None]:
+    """The closed-loop steps of one run as observations, a note per step left out, and what
+    predicted the run if it is a prediction (``tokenload plan --out``), else None. ``summary``:
+    its summary.json where the caller has read it (else it is read here)."""
+    from tokenload.results.prediction import prediction_label
+    from tokenload.sim.calibrate import Observation
+
+    if summary is None:
+        summary = _read_summary(run_dir)
     lengths: dict[int, tuple[list[int], list[int]]] = {}
     try:
         with open(run_dir / "requests.jsonl", encoding="utf-8") as fh:
@@ -147,16 +156,19 @@ def observations_from_run(run_dir: Path) -> tuple[list[Any], list[str], str | No
     return out, notes, prediction_label(summary)
 
 
-def _shared_api(profile: Any, runs: list[Path], prompts: dict[str, int]) -> tuple[Any, dict[str, Any]]:
+def _shared_api(
+    profile: Any, summaries: list[tuple[Path, dict[str, Any]]], prompts: dict[str, int]
+) -> tuple[Any, dict[str, Any]]:
     """The base profile with its API server on the engine's core, at the time per prompt token
     the runs' one-user steps show (tokenload.sim.api_split), each step's prompt length its
-    requests' median (``prompts``, by step label); one line naming what is missing."""
+    requests' median (``prompts``, by step label); one line naming what is missing.
+    ``summaries``: each run directory with its summary.json, as :func:`main` read it."""
     from tokenload.sim.api_split import api_prompt_token_s
 
     steps = [
         {**s, "prompt_tokens": prompts.get(f"{run.name}#{s['index']}")}
-        for run in runs
-        for s in json.loads((run / "summary.json").read_text()).get("steps") or []
+        for run, summary in summaries
+        for s in summary.get("steps") or []
     ]
     read = api_prompt_token_s(steps)
     if read is None:
@@ -233,11 +245,14 @@ def main(argv: list[str] | None = None) -> int:
         except ProfileError as exc:
             _fail(f"--base-profile: {exc}")
     observations, notes, warnings = [], [], []
+    summaries: list[tuple[Path, dict[str, Any]]] = []  # read once: the API split reads their steps too
     for run in args.runs:
         try:
-            obs, left, predicted_by = observations_from_run(run)
+            summary = _read_summary(run)
+            obs, left, predicted_by = observations_from_run(run, summary)
         except ValueError as exc:
             _fail(str(exc))
+        summaries.append((run, summary))
         observations += obs
         notes += left
         if predicted_by is not None:
@@ -249,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         _fail("no closed-loop step with successful requests in " + ", ".join(map(str, args.runs)))
     api_split = None
     if args.api_shares_engine_cpu:
-        profile, api_split = _shared_api(profile, args.runs, {o.label: o.prompt_tokens for o in observations})
+        profile, api_split = _shared_api(profile, summaries, {o.label: o.prompt_tokens for o in observations})
     single = any(o.concurrency <= 1 for o in observations)
     if not single:
         notes.append(
