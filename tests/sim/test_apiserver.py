@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tokenload.sim.apiserver import APIServer
-from tokenload.sim.engine import EngineConfig
+from tokenload.sim.engine import EngineConfig, SimEngine
 from tokenload.sim.profile import load_profile
 from tokenload.sim.virtual_sweep import VirtualSchedule, VirtualWorkload, virtual_sweep
 
@@ -64,6 +64,30 @@ def test_an_api_server_on_the_engines_core_takes_turns_with_it() -> None:
     own = APIServer(1, request_s=0.010)
     assert own.admit(0.0, 100, engine_busy=True) == pytest.approx(0.010)
     assert own.take_engine_cpu_s() == 0.0
+
+
+class _Engine:
+    """What :meth:`APIServer.admit_to` uses of an engine."""
+
+    def __init__(self, has_work: bool) -> None:
+        self.has_work = has_work
+        self.stalls: list[float] = []
+
+    def add_stall(self, seconds: float) -> None:
+        self.stalls.append(seconds)
+
+
+def test_the_api_server_in_front_of_an_engine_hands_it_the_cpu_time_it_took() -> None:
+    profile = load_profile("h100-llama3.1-8b").model_copy(
+        update={"api_request_cpu_s": 0.010, "api_prompt_token_cpu_s": 1e-5, "api_shares_engine_cpu": True}
+    )
+    api = APIServer.for_engine(SimEngine(profile, EngineConfig(api_server_count=3)))
+    assert (api.count, api.request_s, api.prompt_token_s, api.shares_engine_cpu) == (3, 0.010, 1e-5, True)
+    idle, busy = _Engine(False), _Engine(True)
+    assert api.admit_to(idle, 0.0, 1000) == pytest.approx(0.020) and idle.stalls == [0.0]
+    # Busy: twice as long, and the engine is owed the request's CPU time at once.
+    assert api.admit_to(busy, 0.0, 1000) == pytest.approx(0.040) and busy.stalls == [pytest.approx(0.020)]
+    assert api.take_engine_cpu_s() == 0.0
 
 
 def _shared_sweep(shares: bool, levels: tuple[int, ...]) -> list[dict]:

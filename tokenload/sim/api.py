@@ -45,14 +45,8 @@ class SimAPI:
         self.replica = replica
         self.metrics = metrics
         self.loop = EngineLoop(engine)
-        profile = engine.profile
         #: The API server's processes as CPU that requests queue for (tokenload.sim.apiserver).
-        self.api_server = APIServer(
-            engine.config.api_server_count,
-            profile.api_request_cpu_s,
-            profile.api_prompt_token_cpu_s,
-            profile.api_shares_engine_cpu,
-        )
+        self.api_server = APIServer.for_engine(engine)
         self.faults = faults
         self.trace = trace
         self.model = engine.model_name
@@ -262,8 +256,7 @@ class SimAPI:
             return
         # The API server's time on the request: its processes' queue and CPU (the profile's
         # api_*_cpu_s, in arrival order), then the profile's fixed frontend_request_s.
-        ready_s = self.api_server.admit(req.arrival_s, sum(len(p) for p in prompts), self.engine.has_work)
-        self.engine.add_stall(self.api_server.take_engine_cpu_s())
+        ready_s = self.api_server.admit_to(self.engine, req.arrival_s, sum(len(p) for p in prompts))
         ready_s += self.engine.profile.frontend_request_s
         queued_s = None
         if ready_s > req.arrival_s:

@@ -19,9 +19,11 @@ Where the API server shares the engine's CPU core (``api_shares_engine_cpu``: vL
 on a host that gives the server one core, as the real-vLLM tier does), the two take turns on it:
 the operating system's scheduler gives each half the core while both have work. A request's CPU
 time then takes twice as long while the engine has work, and the engine loses that CPU time:
-the driver adds it to the engine's next step (``SimEngine.add_stall``). Without that, a twin of
-such a server would see its engine slow down with the request rate (and more with longer
-prompts) and no term to explain it.
+the driver adds it to the engine's next step (``SimEngine.add_stall``; :meth:`APIServer.admit_to`
+does both). Without that, a twin of such a server would see its engine slow down with the request
+rate (and more with longer prompts) and no term to explain it. An idle engine (one that finds
+nothing to run when it schedules a step) drops the CPU time it is owed: it had that time to
+spare, and no later busy step carries it.
 
 Separate from the profile's ``frontend_request_s``, a fixed latency that queues nothing (what was
 fitted to a public table that cannot tell the two apart), and from ``output_token_overhead_s``, a
@@ -31,6 +33,11 @@ in this model.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tokenload.sim.engine import SimEngine
 
 __all__ = ["APIServer"]
 
@@ -66,6 +73,19 @@ class APIServer:
         self._busy_until = [float("-inf")] * count
         self._next = 0
         self._engine_cpu_s = 0.0
+
+    @classmethod
+    def for_engine(cls, engine: SimEngine) -> APIServer:
+        """The API server in front of ``engine``: its config's ``api_server_count`` processes, at
+        its profile's ``api_request_cpu_s``, ``api_prompt_token_cpu_s`` and
+        ``api_shares_engine_cpu``."""
+        profile = engine.profile
+        return cls(
+            engine.config.api_server_count,
+            profile.api_request_cpu_s,
+            profile.api_prompt_token_cpu_s,
+            profile.api_shares_engine_cpu,
+        )
 
     @property
     def active(self) -> bool:
@@ -105,3 +125,11 @@ class APIServer:
         engine's core), and forget it: the driver adds it to the engine's next step."""
         owed, self._engine_cpu_s = self._engine_cpu_s, 0.0
         return owed
+
+    def admit_to(self, engine: SimEngine, at_s: float, prompt_tokens: int) -> float:
+        """:meth:`admit` a request for ``engine`` (busy if it has work now), and hand the engine
+        the CPU time the API server took from it (:meth:`take_engine_cpu_s`, to
+        ``SimEngine.add_stall``): when the engine gets the request."""
+        ready_s = self.admit(at_s, prompt_tokens, engine.has_work)
+        engine.add_stall(self.take_engine_cpu_s())
+        return ready_s

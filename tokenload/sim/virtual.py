@@ -133,13 +133,7 @@ class VirtualDriver:
         #: server's queue and CPU time and the profile's fixed frontend_request_s lie between.
         self._ready: list[tuple[float, int, str, RequestSpec, int | None, float]] = []
         self._frontend_s = engine.profile.frontend_request_s
-        profile = engine.profile
-        self._api = APIServer(
-            engine.config.api_server_count,
-            profile.api_request_cpu_s,
-            profile.api_prompt_token_cpu_s,
-            profile.api_shares_engine_cpu,
-        )
+        self._api = APIServer.for_engine(engine)
         self._seq = 0
         self._timers: list[tuple[float, int, Callable[[float], None]]] = []
         self._timer_seq = 0
@@ -170,10 +164,7 @@ class VirtualDriver:
         arrivals, ready = self._arrivals, self._ready
         while arrivals and arrivals[0][0] <= t_s:
             at_s, seq, request_id, spec, client = heapq.heappop(arrivals)
-            ready_s = (
-                self._api.admit(at_s, len(spec.prompt_token_ids), self.engine.has_work) + self._frontend_s
-            )
-            self.engine.add_stall(self._api.take_engine_cpu_s())
+            ready_s = self._api.admit_to(self.engine, at_s, len(spec.prompt_token_ids)) + self._frontend_s
             heapq.heappush(ready, (ready_s, seq, request_id, spec, client, at_s))
         while ready and ready[0][0] <= t_s:
             ready_s, _, request_id, spec, client, at_s = heapq.heappop(ready)
