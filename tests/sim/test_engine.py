@@ -189,6 +189,25 @@ def test_token_budget_is_a_waiting_cause_under_chunked_prefill() -> None:
     assert engine.current_waiting_cause == "token_budget"  # behind the same queue head
 
 
+@pytest.mark.parametrize("preset", ["v1", "v0"])
+def test_a_request_that_arrives_mid_step_waits_for_it_in_ttft_and_in_v0s_queue_time(preset: str) -> None:
+    """V1's engine core stamps a request QUEUED when it takes it in, between steps (vLLM
+    v1/core/sched/scheduler.py add_request): the rest of the running step is in its TTFT, not
+    in its queue time. V0 counts queue time from the request's arrival."""
+    engine = SimEngine(config=EngineConfig(preset=preset))
+    engine.add_request("running", [1] * 64, max_tokens=8, ignore_eos=True, arrival_time_s=0.0)
+    plan = engine.schedule(0.0)
+    assert plan is not None and plan.duration_s > 0
+    arrived_s = plan.duration_s / 3  # a third of the way through the first step
+    engine.add_request("late", [2] * 64, max_tokens=8, ignore_eos=True, arrival_time_s=arrived_s)
+    engine.complete(plan, plan.duration_s)
+    outputs, _ = run_to_end(engine, plan.duration_s)
+    times = outputs["late"][-1].times
+    assert times.first_scheduled_s == pytest.approx(plan.duration_s)  # the next step
+    assert times.ttft_s == pytest.approx(plan.duration_s - arrived_s + times.prefill_time_s)
+    assert times.queue_time_s == pytest.approx(0.0 if preset == "v1" else plan.duration_s - arrived_s)
+
+
 def test_queue_time_counts_until_first_scheduled() -> None:
     engine = SimEngine(config=EngineConfig(preset="v0", max_num_seqs=1))
     run = run_closed_loop(engine, 2, 1, lambda c, i: RequestSpec([c] * 50, max_tokens=10))

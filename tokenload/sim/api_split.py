@@ -2,10 +2,12 @@
 per prompt token. Pure: from summary.json's steps.
 
 vLLM times a request's TTFT from its arrival at the API server, its queue time from when the
-engine got it, and its prefill from when the engine first scheduled it; what is neither queue nor
-prefill (the means of ``vllm:time_to_first_token_seconds``, ``vllm:request_queue_time_seconds``
-and ``vllm:request_prefill_time_seconds`` over the step) is the API server's: HTTP, JSON,
-tokenizing the prompt, handing it to the engine and the first token back. At one user the engine
+engine took it in (V1: between steps, so the wait for a running step is not in it), and its
+prefill from when the engine first scheduled it; what is neither queue nor prefill (the means of
+``vllm:time_to_first_token_seconds``, ``vllm:request_queue_time_seconds`` and
+``vllm:request_prefill_time_seconds`` over the step) is the API server's (HTTP, JSON, tokenizing
+the prompt, handing it to the engine and the first token back) and, on V1 under load, the wait
+for the engine's running step. At one user the engine
 is idle while the API server reads the next request, so that time's growth with the prompt's
 length is the API server's time per prompt token (tokenization, chiefly): the slope of the
 one-user steps' outside time over their prompt lengths.

@@ -110,6 +110,11 @@ class SimEngine:
         # Requests added since the last schedule(): vLLM has not seen them yet (its engine core
         # takes new requests in between steps), so its waiting gauge does not count them.
         self._new_arrivals: set[str] = set()
+        # V1 stamps a request QUEUED when its engine core takes it in (scheduler.add_request,
+        # between steps): the wait for the step that was running when it came is outside
+        # vllm:request_queue_time_seconds (in the server's TTFT, not its queue). V0 counts queue
+        # time from the request's arrival at the engine (Sequence metrics' arrival_time).
+        self._queued_when_seen = cfg.preset == "v1"
         # Why the head of the queue was left waiting by the last schedule(); None if nothing was.
         self.waiting_cause: str | None = None
         # CPU time other work on the engine's core took from it (add_stall), owed by the next step.
@@ -262,7 +267,11 @@ class SimEngine:
         if self._new_arrivals:
             # What arrived after the step's start is still unseen (it waits for the next step).
             reqs = self._requests
-            self._new_arrivals = {r for r in self._new_arrivals if reqs[r].times.arrival_s > now_s}
+            seen = {r for r in self._new_arrivals if reqs[r].times.arrival_s <= now_s}
+            if self._queued_when_seen:
+                for r in seen:
+                    reqs[r].times.queued_s = now_s
+            self._new_arrivals -= seen
         c = self.counters
         self.waiting_cause = result.waiting_cause if self.scheduler.waiting else None
         if self.waiting_cause is not None:

@@ -25,9 +25,10 @@ class RequestTimes:
 
     arrival_s: float
     first_scheduled_s: float | None = None
-    #: When the engine got the request, if later than its arrival at the server (the API
-    #: server's own time, the profile's frontend_request_s, lies between): queue time counts
-    #: from here, as vLLM's does; TTFT and E2E from the arrival.
+    #: When the engine took the request in, if later than its arrival at the server: after the
+    #: API server's own time (the profile's frontend_request_s) and, on V1, at the end of the
+    #: step that was running when it came (vLLM V1 stamps QUEUED between steps). Queue time
+    #: counts from here, as vLLM's does; TTFT and E2E from the arrival.
     queued_s: float | None = None
     first_token_s: float | None = None
     last_token_s: float | None = None
