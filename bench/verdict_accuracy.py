@@ -143,8 +143,10 @@ CACHE: Path | None = None
 #: step shapes make them, and send again a client turnaround after a response (2026-12-05).
 #: 3: the turnaround drawn from its measured spread, not one value (tokenload/sim/turnaround.py).
 #: 4: a request whose lengths exceed max_model_len is drawn again, as the client does
-#: (workload.lengths.fitting_lengths), not cut to fit.
-SWEEP_VERSION = 4
+#: (workload.lengths.fitting_lengths), not cut to fit. 5: a V1 request's queue time counts from
+#: the step boundary where the engine took it in, as vLLM V1's does (tokenload/sim/engine.py),
+#: and a rate step's arrivals start 50 ms into it, as the master's schedule does.
+SWEEP_VERSION = 5
 #: --given-max-num-seqs: judge as a user who tells tokenload the server's max_num_seqs
 #: (--server-max-num-seqs); vLLM's /metrics does not show it.
 GIVEN_CAP = False

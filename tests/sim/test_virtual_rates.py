@@ -44,3 +44,19 @@ def test_step_output_rate_is_the_tokens_that_arrived_in_it(
     # step it ended in): in a staircase that is a different number, most of all when requests
     # outlive the step.
     assert max(completion_errors) > 0.1
+
+
+def test_a_rate_steps_arrivals_start_with_the_schedule_the_master_announces() -> None:
+    """The master announces a rate step's schedule to start 50 ms after the step (t0 = now +
+    0.05, loadgen/plugin.py); a virtual rate step draws its Poisson arrivals from there too, so
+    a plan offers the step what a run's workers send."""
+    vs = virtual_sweep(
+        "h100-llama3.1-8b",
+        None,
+        VirtualWorkload("128", "16", seed=5),
+        VirtualSchedule(rates=(40.0, 80.0), step_duration_s=5.0, warmup=0.2),
+    )
+    for w in vs.windows:
+        sent = [r.arrival_s for r in vs.requests if w.start <= r.arrival_s < w.end]
+        assert len(sent) > 50
+        assert min(sent) >= w.start + 0.05

@@ -37,8 +37,9 @@ from tokenload.workload.trace import REPLAY_TAIL_S, Trace, TraceWindow
 
 __all__ = ["VirtualPoint", "VirtualSchedule", "VirtualSweep", "VirtualWorkload", "virtual_sweep"]
 
-#: An open-loop step's schedule starts this long after the step (the master announces its
-#: schedule's t0 as now + 0.05 s, loadgen/plugin.py).
+#: An open-loop step's schedule (a trace window's rows, a rate step's Poisson arrivals) starts
+#: this long after the step (the master announces its schedule's t0 as now + 0.05 s,
+#: loadgen/plugin.py).
 _SCHEDULE_DELAY_S = 0.05
 
 
@@ -222,8 +223,8 @@ class _SweepRun:
                 self.driver.at(
                     t + _SCHEDULE_DELAY_S + rows[i].t_s - first, lambda now, i=i: self.arrive(now, i)
                 )
-        else:  # the step's Poisson arrivals
-            at = t
+        else:  # the step's Poisson arrivals, from the schedule's start as the workers draw them
+            at = t + _SCHEDULE_DELAY_S
             while True:
                 at += self.rng.expovariate(w.target_rate_rps or 1.0)
                 if at >= w.end:  # type: ignore[operator]
