@@ -61,7 +61,8 @@ FORMULAS: dict[str, str] = {
     "output_tokens": "server usage.completion_tokens when reported, else the sum of k_i over content chunks",
     "input_tokens": "server usage.prompt_tokens when reported, else the client's own count (may be unknown)",
     "send_lag_ms": "open loop: send lag = t_start - t_intended; TTFT and E2E then count from t_intended",
-    "queue_time_ms": "server-side: vllm:request_queue_time_seconds (arrival -> first scheduled)",
+    "queue_time_ms": "server-side: vllm:request_queue_time_seconds (taken in by the engine -> first "
+    "scheduled; vLLM V1 takes requests in between steps, so the wait for a running step is not in it)",
     "short_output_share": "short outputs / sized requests: successful requests sent with ignore_eos whose "
     "output_tokens < max_tokens, over successful requests sent with ignore_eos",
     "output_tokens_per_s": "step output tokens/s = output tokens of ok requests received in the measured "
