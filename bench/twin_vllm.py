@@ -88,6 +88,13 @@ def _outside(step: dict) -> float | None:
     return None if ms is None else round(ms, 1)
 
 
+def _prefill(step: dict) -> float | None:
+    """The step's mean of vllm:request_prefill_time_seconds, ms: from the step that schedules a
+    request to that step's output (engine time, as vLLM V1 stamps both)."""
+    ms = ((step.get("server") or {}).get("prefill_time_ms") or {}).get("mean")
+    return None if ms is None else round(ms, 1)
+
+
 #: The calibrations compared: the frontend terms, the GPU profiles' form (the control: it fits
 #: the batched steps too, so the two differ only by the terms), and the frontend terms with the
 #: API server's queue (its cost per request fitted to the staircase's throughput).
@@ -137,6 +144,7 @@ def twin(runs: dict[str, list[Path]], tmp: Path, flags: tuple[str, ...], step_s:
         # The server's own split of its TTFT (means): what is neither in its queue nor prefill
         # is the API server's (and the hand-off to and from the engine).
         outside = [_outside(m) for m in ms]
+        prefill = [_prefill(m) for m in ms]
         steps.append(
             {
                 "concurrency": p["concurrency"],
@@ -149,6 +157,9 @@ def twin(runs: dict[str, list[Path]], tmp: Path, flags: tuple[str, ...], step_s:
                 "ttft_p50_error": round(p["ttft_ms"]["p50"] / statistics.mean(ttft) - 1, 4),
                 "ttft_run_to_run": round(max(ttft) / min(ttft) - 1, 4),
                 "server_ttft_outside_queue_and_prefill_ms": outside,
+                "predicted_server_ttft_outside_queue_and_prefill_ms": _outside(p),
+                "server_prefill_ms": prefill,
+                "predicted_server_prefill_ms": _prefill(p),
             }
         )
     fit_errors = [s["worst_error"] for s in fit["steps"] if s["worst_error"] is not None]
@@ -251,8 +262,8 @@ def results_markdown(r: dict, argv: str) -> str:
             "",
             "| users | out tok/s measured | predicted | error | run-to-run "
             "| TTFT p50 ms measured | predicted | error | run-to-run "
-            "| server TTFT outside queue+prefill ms |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "| server TTFT outside queue+prefill ms: measured / twin | server prefill ms: measured / twin |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
             *[_row(s) for s in x["other_staircase"]],
             "",
         ]
@@ -260,17 +271,20 @@ def results_markdown(r: dict, argv: str) -> str:
 
 
 def _row(s: dict) -> str:
-    outside = s["server_ttft_outside_queue_and_prefill_ms"]
-
     def values(key: str) -> str:
         return ", ".join(f"{v:.1f}" for v in s[key])
+
+    def split(key: str) -> str:
+        twin = s.get(f"predicted_{key}")
+        measured = ", ".join("-" if v is None else f"{v:.1f}" for v in s[key])
+        return f"{measured} / {'-' if twin is None else f'{twin:.1f}'}"
 
     return (
         f"| {s['concurrency']} | {values('measured_throughput')} | {s['predicted_throughput']:.1f} "
         f"| {100 * s['throughput_error']:+.1f} % | {100 * s['throughput_run_to_run']:.1f} % "
         f"| {values('measured_ttft_p50')} | {s['predicted_ttft_p50']:.1f} "
         f"| {100 * s['ttft_p50_error']:+.1f} % | {100 * s['ttft_run_to_run']:.1f} % "
-        f"| {', '.join('-' if v is None else f'{v:.0f}' for v in outside)} |"
+        f"| {split('server_ttft_outside_queue_and_prefill_ms')} | {split('server_prefill_ms')} |"
     )
 
 
