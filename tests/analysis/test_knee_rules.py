@@ -57,7 +57,11 @@ def test_time_before_the_engine_queue_is_the_frontend() -> None:
     steps = [_step(8, 400.0, 30.0, 8.0, 22.0), _step(64, 600.0, 300.0, 35.0, 95.0)]
     verdicts = diagnose_steps(steps)
     assert verdicts[1]["bottleneck"] == "frontend"
-    assert any(e["metric"] == "outside queue and prefill" for e in verdicts[1]["evidence"])
+    (outside,) = [
+        e for e in verdicts[1]["evidence"] if e["metric"] == "outside queue, prefill and one engine step"
+    ]
+    # No server ITL here: the step is the client's TPOT p50 (20 ms), (95 - 0.1 - 10 - 20) / 95.
+    assert outside["value"] == pytest.approx(0.683, abs=0.001) and "TPOT p50" in outside["rule"]
     # The same step with the server's TTFT spent in prefill is not the frontend (and, with no
     # step times to model, no resource is named).
     steps[1]["server"]["prefill_time_ms"]["mean"] = 80.0

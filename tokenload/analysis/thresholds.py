@@ -69,7 +69,9 @@ class Thresholds:
     #: Fewer requests than this completing inside a step: its throughput is not judged.
     min_completed: float = 3.0
     #: The API server is the bound when more than this share of the server's TTFT is spent
-    #: outside its queue and prefill, while running stays under this share of the users.
+    #: outside its queue, prefill and one engine step (the wait for the step running when a
+    #: request came, which vLLM V1 does not count as queue time), while running stays under this
+    #: share of the users.
     frontend_share: float = 0.5
     frontend_running_share: float = 0.8
     #: Context length (tokens) at which a decode token's KV-cache read takes as long as its
