@@ -90,6 +90,22 @@ def test_the_api_server_in_front_of_an_engine_hands_it_the_cpu_time_it_took() ->
     assert api.take_engine_cpu_s() == 0.0
 
 
+def test_the_fixed_frontend_latency_comes_after_the_api_servers_queue_and_queues_nothing() -> None:
+    profile = load_profile("h100-llama3.1-8b").model_copy(
+        update={"api_request_cpu_s": 0.010, "frontend_request_s": 0.005}
+    )
+    api = APIServer.for_engine(SimEngine(profile, EngineConfig()))
+    assert api.fixed_s == 0.005
+    idle = _Engine(False)
+    # One process, 10 ms a request: the second waits for the first; each then has 5 ms more,
+    # in parallel (a latency, not a server the requests queue for).
+    assert [api.admit_to(idle, 0.0, 100) for _ in range(2)] == pytest.approx([0.015, 0.025])
+    fixed_only = APIServer(1, fixed_s=0.005)
+    assert [fixed_only.admit_to(idle, 1.0, 100) for _ in range(3)] == pytest.approx([1.005] * 3)
+    with pytest.raises(ValueError, match="must not be negative"):
+        APIServer(1, fixed_s=-0.001)
+
+
 def _shared_sweep(shares: bool, levels: tuple[int, ...]) -> list[dict]:
     profile = load_profile("h100-llama3.1-8b").model_copy(
         update={"api_request_cpu_s": 0.002, "api_prompt_token_cpu_s": 2e-5, "api_shares_engine_cpu": shares}

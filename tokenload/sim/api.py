@@ -257,7 +257,6 @@ class SimAPI:
         # The API server's time on the request: its processes' queue and CPU (the profile's
         # api_*_cpu_s, in arrival order), then the profile's fixed frontend_request_s.
         ready_s = self.api_server.admit_to(self.engine, req.arrival_s, sum(len(p) for p in prompts))
-        ready_s += self.engine.profile.frontend_request_s
         queued_s = None
         if ready_s > req.arrival_s:
             gevent.sleep(max(0.0, ready_s - time.perf_counter()))

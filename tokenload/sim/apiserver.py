@@ -25,8 +25,9 @@ rate (and more with longer prompts) and no term to explain it. An idle engine (o
 nothing to run when it schedules a step) drops the CPU time it is owed: it had that time to
 spare, and no later busy step carries it.
 
-Separate from the profile's ``frontend_request_s``, a fixed latency that queues nothing (what was
-fitted to a public table that cannot tell the two apart), and from ``output_token_overhead_s``, a
+Separate from the profile's ``frontend_request_s`` (``fixed_s`` here, added after the queue and
+CPU), a fixed latency that queues nothing (what was fitted to a public table that cannot tell the
+two apart), and from ``output_token_overhead_s``, a
 per-token cost inside the engine's step (streaming where the API server shares the engine's
 CPU). Per-token work on the API server's side of the stream (detokenizing, SSE framing) is not
 in this model.
@@ -50,6 +51,7 @@ class APIServer:
         "_engine_cpu_s",
         "_next",
         "count",
+        "fixed_s",
         "prompt_token_s",
         "request_s",
         "shares_engine_cpu",
@@ -61,15 +63,17 @@ class APIServer:
         request_s: float = 0.0,
         prompt_token_s: float = 0.0,
         shares_engine_cpu: bool = False,
+        fixed_s: float = 0.0,
     ) -> None:
         if count < 1:
             raise ValueError(f"api_server_count: expected at least 1, got {count}")
-        if request_s < 0 or prompt_token_s < 0:
-            raise ValueError("the API server's CPU costs must not be negative")
+        if request_s < 0 or prompt_token_s < 0 or fixed_s < 0:
+            raise ValueError("the API server's costs must not be negative")
         self.count = count
         self.request_s = request_s
         self.prompt_token_s = prompt_token_s
         self.shares_engine_cpu = shares_engine_cpu
+        self.fixed_s = fixed_s
         self._busy_until = [float("-inf")] * count
         self._next = 0
         self._engine_cpu_s = 0.0
@@ -77,14 +81,15 @@ class APIServer:
     @classmethod
     def for_engine(cls, engine: SimEngine) -> APIServer:
         """The API server in front of ``engine``: its config's ``api_server_count`` processes, at
-        its profile's ``api_request_cpu_s``, ``api_prompt_token_cpu_s`` and
-        ``api_shares_engine_cpu``."""
+        its profile's ``api_request_cpu_s``, ``api_prompt_token_cpu_s``,
+        ``api_shares_engine_cpu`` and fixed ``frontend_request_s``."""
         profile = engine.profile
         return cls(
             engine.config.api_server_count,
             profile.api_request_cpu_s,
             profile.api_prompt_token_cpu_s,
             profile.api_shares_engine_cpu,
+            profile.frontend_request_s,
         )
 
     @property
@@ -129,7 +134,8 @@ class APIServer:
     def admit_to(self, engine: SimEngine, at_s: float, prompt_tokens: int) -> float:
         """:meth:`admit` a request for ``engine`` (busy if it has work now), and hand the engine
         the CPU time the API server took from it (:meth:`take_engine_cpu_s`, to
-        ``SimEngine.add_stall``): when the engine gets the request."""
+        ``SimEngine.add_stall``), then add the fixed latency ``fixed_s``: when the engine gets
+        the request."""
         ready_s = self.admit(at_s, prompt_tokens, engine.has_work)
         engine.add_stall(self.take_engine_cpu_s())
-        return ready_s
+        return ready_s + self.fixed_s

@@ -132,7 +132,6 @@ class VirtualDriver:
         #: (when the engine sees it, seq, id, spec, client, when it reached the server): the API
         #: server's queue and CPU time and the profile's fixed frontend_request_s lie between.
         self._ready: list[tuple[float, int, str, RequestSpec, int | None, float]] = []
-        self._frontend_s = engine.profile.frontend_request_s
         self._api = APIServer.for_engine(engine)
         self._seq = 0
         self._timers: list[tuple[float, int, Callable[[float], None]]] = []
@@ -164,7 +163,7 @@ class VirtualDriver:
         arrivals, ready = self._arrivals, self._ready
         while arrivals and arrivals[0][0] <= t_s:
             at_s, seq, request_id, spec, client = heapq.heappop(arrivals)
-            ready_s = self._api.admit_to(self.engine, at_s, len(spec.prompt_token_ids)) + self._frontend_s
+            ready_s = self._api.admit_to(self.engine, at_s, len(spec.prompt_token_ids))
             heapq.heappush(ready, (ready_s, seq, request_id, spec, client, at_s))
         while ready and ready[0][0] <= t_s:
             ready_s, _, request_id, spec, client, at_s = heapq.heappop(ready)
