@@ -36,7 +36,7 @@ from tokenload.metrics.failures import requests_ended
 from tokenload.report.model import knee_sentence
 from tokenload.report.search_text import search_lines
 from tokenload.report.tables import flag_warnings, verdict_label
-from tokenload.report.workload_text import fit_lines
+from tokenload.report.workload_text import fit_lines, one_length_line
 from tokenload.results.rundir import check_new_run_dir, make_run_dir
 from tokenload.serving.process import ServerProcess
 
@@ -357,6 +357,8 @@ def print_findings(summary: dict[str, Any]) -> None:
     print("\n" + knee_sentence(summary))  # the report's headline, word for word
     # The report's warnings too: steps whose load was not the one asked for, or still drifting.
     for line in search_lines(summary) + flag_warnings(summary.get("steps") or []) + fit_lines(summary):
+        print(line)
+    if (line := one_length_line(summary)) is not None:
         print(line)
 
 

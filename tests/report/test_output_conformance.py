@@ -1,7 +1,7 @@
 """Output-length conformance: a target that drops ``ignore_eos`` (the mock told to stop every
 stream after 4 tokens) produces a lighter load than asked; every step says so, in summary.json,
 steps.csv and both reports. A conforming target (the emulator, which honours ignore_eos) gets
-no flag."""
+no flag, only the note that one output length makes the TTFT depend on the users' line-up."""
 
 from __future__ import annotations
 
@@ -55,4 +55,10 @@ def test_a_conforming_target_is_not_flagged(tmp_path: Path) -> None:
     summary = json.loads((run_dir / "summary.json").read_text())
     for step in summary["steps"]:
         assert "short_output" not in step["flags"] and step["short_output_share"] == 0.0
-    assert "Load not as asked" not in (run_dir / "report.md").read_text()
+    md = (run_dir / "report.md").read_text()
+    assert "Load not as asked" not in md
+    # One output length in a closed loop is said apart, in the console and both reports: how
+    # the users line up is not a load other than the one asked for.
+    said = "One output length: every request asked for 16 tokens out"
+    for text in (proc.stdout, md, (run_dir / "report.html").read_text()):
+        assert text.count(said) == 1, text[-3000:]

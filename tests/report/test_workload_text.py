@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tokenload.report.workload_text import fit_lines
+from tokenload.report.workload_text import fit_lines, one_length_line
 
 pytestmark = pytest.mark.simulated_time
 
@@ -35,3 +35,26 @@ def test_each_way_the_lengths_were_changed_is_said_with_its_count() -> None:
     assert "empty" not in skipped
     unknown = fit_lines({"workload_fit": {**fit, "max_model_len": None, "clamped_output": 0}})
     assert "over the server's max_model_len," in unknown[0] and len(unknown) == 2
+
+
+def _run(output_tokens: str, levels: tuple[int, ...] = (1, 4), **config: object) -> dict:
+    steps = [{"concurrency": n, "target_rate_rps": None} for n in levels]
+    return {"config": {"output_tokens": output_tokens, **config}, "steps": steps}
+
+
+def test_a_closed_loop_of_one_output_length_is_said_to_depend_on_its_users_line_up() -> None:
+    for spec in ("64", "fixed:64"):
+        line = one_length_line(_run(spec))
+        assert line is not None and fit_lines(_run(spec)) == []  # not a load other than asked
+        assert line.startswith("One output length: every request asked for 64 tokens out")
+        assert "--output-tokens lognormal:mean=64,sigma=0.5" in line
+    # Drawn lengths, one user a step, rate steps, a workload file's lengths or the model's own
+    # stop: nothing to say.
+    assert one_length_line(_run("lognormal:mean=64,sigma=0.5")) is None
+    assert one_length_line(_run("uniform:32-96")) is None
+    assert one_length_line(_run("64", levels=(1, 1, 1))) is None
+    rate = {"config": {"output_tokens": "64"}, "steps": [{"concurrency": None, "target_rate_rps": 4.0}]}
+    assert one_length_line(rate) is None
+    assert one_length_line(_run("64", workload_file="w.yaml")) is None
+    assert one_length_line(_run("64", natural_stop=True)) is None
+    assert one_length_line(_run("not a spec")) is None  # validated when the run started; not said twice

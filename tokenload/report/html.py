@@ -35,7 +35,7 @@ from tokenload.report.tables import (
     what_if_table,
 )
 from tokenload.report.trace_text import trace_arrivals_table, trace_lines
-from tokenload.report.workload_text import fit_lines
+from tokenload.report.workload_text import fit_lines, one_length_line
 
 __all__ = ["render_html"]
 
@@ -174,6 +174,8 @@ def render_html(model: ReportModel) -> str:
         parts.append('<h3 id="intervals">Latencies with 95 % intervals</h3>')
         parts.append(_table(ci_header, ci_rows, left=2))
         parts.append(f'<p class="muted">{escape(INTERVAL_NOTE)}</p>')
+    if (line := one_length_line(model.summary)) is not None:
+        parts.append(f'<p class="muted">{escape(line)}</p>')
     warnings = flag_warnings(model.steps) + fit_lines(model.summary)
     if warnings:
         parts.append('<h3 id="load-not-as-asked">Load not as asked</h3>')

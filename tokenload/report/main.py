@@ -17,7 +17,7 @@ from tokenload.report.markdown import capacity_lines
 from tokenload.report.rundir import ReportError
 from tokenload.report.search_text import search_lines
 from tokenload.report.tables import COLUMNS, prediction_sentence, step_cells, text_table
-from tokenload.report.workload_text import fit_lines
+from tokenload.report.workload_text import fit_lines, one_length_line
 from tokenload.report.writer import load_and_model, write_model
 
 __all__ = ["build_parser", "main", "parse_thresholds"]
@@ -73,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(model.knee_sentence())
     for line in search_lines(model.summary) + fit_lines(model.summary):  # as sweep's console says them
+        print(line)
+    if (line := one_length_line(model.summary)) is not None:
         print(line)
     for line in capacity_lines(model) if (slo or target) else []:
         print(line)

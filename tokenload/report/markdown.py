@@ -30,7 +30,7 @@ from tokenload.report.tables import (
     what_if_table,
 )
 from tokenload.report.trace_text import trace_arrivals_table, trace_lines
-from tokenload.report.workload_text import fit_lines
+from tokenload.report.workload_text import fit_lines, one_length_line
 from tokenload.results.prediction import prediction_label
 
 __all__ = ["SEARCH_NOTE", "capacity_lines", "render_markdown", "slo_rows"]
@@ -170,6 +170,8 @@ def render_markdown(model: ReportModel) -> str:
             INTERVAL_NOTE,
             "",
         ]
+    if (line := one_length_line(model.summary)) is not None:
+        out += [line, ""]
     if model.slo is not None or model.plan is not None or model.plan_error:
         out += ["## SLO and capacity", ""]
         if model.slo is not None:
