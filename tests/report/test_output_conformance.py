@@ -55,6 +55,7 @@ def test_a_conforming_target_is_not_flagged(tmp_path: Path) -> None:
     summary = json.loads((run_dir / "summary.json").read_text())
     for step in summary["steps"]:
         assert "short_output" not in step["flags"] and step["short_output_share"] == 0.0
+        assert "turned_away" not in step["flags"] and step["backoff_share"] == 0.0
     md = (run_dir / "report.md").read_text()
     assert "Load not as asked" not in md
     # One output length in a closed loop is said apart, in the console and both reports: how
@@ -62,3 +63,24 @@ def test_a_conforming_target_is_not_flagged(tmp_path: Path) -> None:
     said = "One output length: every request asked for 16 tokens out"
     for text in (proc.stdout, md, (run_dir / "report.html").read_text()):
         assert text.count(said) == 1, text[-3000:]
+
+
+def test_a_server_that_turns_requests_away_is_flagged_everywhere(tmp_path: Path) -> None:
+    # The emulator answers 30 % of requests 429 at once: each such user pauses 50 ms (doubling
+    # while it lasts) before its next request, so fewer users send than the step names.
+    run_dir = tmp_path / "run"
+    proc = _sweep(run_dir, "--sim-args", "--profile h100-llama3.1-8b --http-429-rate 0.3 --seed 3")
+    # Failed requests: exit status 1 (Locust's), the run complete.
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    records = sorted(read_records(run_dir), key=lambda r: r["start_monotonic_s"])
+    turned = [r for r in records if r["failure_class"] == "http_429"]
+    paused = [r for r in records if r["backoff_ms"] is not None]
+    assert turned and paused and all(r["backoff_ms"] >= 50.0 for r in paused)
+    assert len(paused) <= len(turned)  # a pause follows a turn-away, one a request
+    summary = json.loads((run_dir / "summary.json").read_text())
+    for step in summary["steps"]:
+        assert step["backoff_share"] > 0.01 and "turned_away" in step["flags"], step["backoff_share"]
+    rows = list(csv.DictReader((run_dir / "steps.csv").read_text().splitlines()))
+    assert all(float(r["backoff_share"]) > 0.01 for r in rows)
+    for text in ((run_dir / "report.md").read_text(), (run_dir / "report.html").read_text()):
+        assert text.count("waiting out turn-aways (flagged turned_away)") == 2

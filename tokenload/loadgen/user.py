@@ -94,6 +94,8 @@ class LLMUser(User):
         self._ahead: gevent.Greenlet | None = None
         #: The wait before the next request after the target could not be reached (closed loop).
         self._backoff_s = 0.0
+        #: The pause taken before the request now being made (ms; None: none), on its record.
+        self._paused_ms: float | None = None
         self._last_failure: str | None = None
         self._last_status: int | None = None
 
@@ -178,6 +180,7 @@ class LLMUser(User):
                 raise StopUser()
             self._state = LOCUST_STATE_RUNNING
         else:
+            self._paused_ms = self._backoff_s * 1000.0 if self._backoff_s else None
             if self._backoff_s:  # the target could not be reached or turned us away: not a busy loop
                 # Running, not waiting, through the pause (at most 1 s): a graceful stop marks it
                 # stopping and it ends here. Locust kills a waiting user from a loop callback;
@@ -286,6 +289,7 @@ class LLMUser(User):
             step=step,
             phase=phase,
             send_queued=slot.queued if slot is not None else None,
+            backoff_ms=self._paused_ms,
             timing=Timing(None, None, None, []),
             failure_class=failure_class,
             http_status=None,
@@ -360,6 +364,7 @@ class LLMUser(User):
             requested_output_tokens=requested_output[0],
             ignore_eos=requested_output[1],
             send_queued=slot.queued if slot is not None else None,
+            backoff_ms=self._paused_ms,
             timing=timing,
             failure_class=out.failure_class,
             http_status=out.http_status,

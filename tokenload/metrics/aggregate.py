@@ -33,6 +33,7 @@ class NameStats:
     """Statistics of one request name (or the aggregate)."""
 
     __slots__ = (
+        "backoff_ms",
         "coalesced_first",
         "coalesced_first_late",
         "coalesced_first_late_ms_max",
@@ -60,6 +61,8 @@ class NameStats:
         #: Open loop: send lag (ms) of every request sent, and how many waited for a free user.
         self.send_lag = LogHistogram()
         self.send_queued = 0
+        #: Closed loop: the pauses (ms) users took after turn-aways before these requests.
+        self.backoff_ms = 0.0
         #: Successful requests sent with ignore_eos and a max_tokens, and those that came back
         #: shorter (metrics.definitions.is_short_output).
         self.sized_outputs = 0
@@ -86,6 +89,7 @@ class NameStats:
             "mismatch": self.token_count_mismatches,
             "send_lag": self.send_lag.to_dict() if self.send_lag.count else None,
             "send_queued": self.send_queued,
+            "backoff_ms": self.backoff_ms,
             "sized_outputs": self.sized_outputs,
             "short_outputs": self.short_outputs,
             "first_reads": self.first_reads,
@@ -106,6 +110,7 @@ class NameStats:
         if data.get("send_lag"):
             self.send_lag.merge(LogHistogram.from_dict(data["send_lag"]))
         self.send_queued += data.get("send_queued", 0)
+        self.backoff_ms += data.get("backoff_ms", 0.0)
         self.sized_outputs += data.get("sized_outputs", 0)
         self.short_outputs += data.get("short_outputs", 0)
         self.first_reads += data.get("first_reads", 0)
@@ -155,6 +160,7 @@ class LLMStats:
                 ns.send_lag.add(lag)
                 if rec.get("send_queued"):
                     ns.send_queued += 1
+            ns.backoff_ms += rec.get("backoff_ms") or 0.0
             short = is_short_output(
                 fc is None,
                 rec.get("ignore_eos"),

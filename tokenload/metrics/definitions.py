@@ -72,6 +72,10 @@ FORMULAS: dict[str, str] = {
     "input_tokens_per_s": "step input tokens/s = input_tokens of ok requests whose first token arrived in "
     "the measured part / its seconds (the prompt is consumed by then)",
     "requests_per_s": "step requests/s = ok requests that ended in the measured part / its seconds",
+    "backoff_ms": "closed loop: the pause a user took before this request because the target turned its last "
+    "one away (HTTP 429 or 503) or could not be reached: 50 ms, doubling to 1 s while it lasts",
+    "backoff_share": "closed loop: the backoff_ms of the measured part's requests / (users x the measured "
+    "part's seconds): the share of the asked concurrency the users spent waiting out turn-aways",
     "coalesced_first_share": "successful requests whose first content was read with k >= 2 events waiting "
     "and more than 1 ms after its bytes arrived (or with no receive stamp), over successful requests; "
     "such a first token may be dated up to (k - 1) x TPOT late (coalesced_first_late_ms)",

@@ -88,6 +88,7 @@ def make_record(
     requested_output_tokens: int | None = None,
     ignore_eos: bool | None = None,
     send_queued: bool | None = None,
+    backoff_ms: float | None = None,
     first_read_events: int | None = None,
     first_read_coalesced: bool | None = None,
     failure_class: str | None,
@@ -124,6 +125,8 @@ def make_record(
         "send_lag_ms": timing.send_lag_ms,
         # Open loop: no user was free at the intended time (the pool of users was exhausted).
         "send_queued": send_queued,
+        # Closed loop: the pause before this request after a turn-away (FORMULAS["backoff_ms"]).
+        "backoff_ms": backoff_ms,
         "input_tokens": input_tokens,
         # The exact prompt length the workload asked for (None when it could only estimate).
         "requested_input_tokens": requested_input_tokens,

@@ -107,7 +107,14 @@ def rate_text(rps: float) -> str:
 
 #: The step flags said next to its verdict, in the reports and on the console: the load was
 #: not the one asked for, or the figures it was judged on need care.
-VERDICT_FLAGS = ("client_bound", "pool_exhausted", "short_output", "replicas_changed", "drifting")
+VERDICT_FLAGS = (
+    "client_bound",
+    "pool_exhausted",
+    "short_output",
+    "turned_away",
+    "replicas_changed",
+    "drifting",
+)
 
 
 def verdict_label(step: dict[str, Any]) -> str:
@@ -191,6 +198,14 @@ def flag_warnings(steps: list[dict[str, Any]]) -> list[str]:
                 "with ignore_eos stopped before max_tokens (flagged short_output): the server, or a "
                 "gateway that drops ignore_eos, produced fewer output tokens than asked, so this step "
                 "measured a lighter load than the one requested."
+            )
+        backoff = step.get("backoff_share")
+        if "turned_away" in (step.get("flags") or []) and backoff is not None:
+            out.append(
+                f"Step {step.get('index')} at {load_label(step)}: its users spent {100 * backoff:.0f} % of "
+                "their time waiting out turn-aways (flagged turned_away): the server answered 429 or 503, "
+                "or could not be reached, and each such user paused 50 ms to 1 s before its next request, "
+                "so this step offered less than its concurrency."
             )
         queued = step.get("queued_for_user_share")
         if "pool_exhausted" in (step.get("flags") or []) and queued is not None:

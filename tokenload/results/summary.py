@@ -63,6 +63,11 @@ POOL_EXHAUSTED_SHARE = 0.01
 #: inside max_model_len), so any short output is non-conformance; 1 % leaves room for a rare
 #: abort without hiding a systematic one.
 SHORT_OUTPUT_SHARE = 0.01
+#: Closed loop: above this share of the asked concurrency spent waiting out turn-aways
+#: (FORMULAS["backoff_share"]: HTTP 429/503 or an unreachable target) the step did not offer the
+#: load it names (flag ``turned_away``). 1 % as for the two flags above: a 429 now and then
+#: costs a user 50 ms; a server that keeps refusing costs its users whole seconds.
+TURNED_AWAY_SHARE = 0.01
 
 _SERVER_KEYS = {
     "kv_cache_usage_ratio": "kv_cache_usage_ratio",
@@ -190,6 +195,11 @@ def step_summary(
     short_share = ns.short_outputs / ns.sized_outputs if ns.sized_outputs else None
     if short_share is not None and short_share > SHORT_OUTPUT_SHARE:
         flags.append("short_output")
+    backoff_share = (
+        ns.backoff_ms / 1000.0 / (window.concurrency * span) if window.concurrency else None
+    )  # FORMULAS["backoff_share"]
+    if backoff_share is not None and backoff_share > TURNED_AWAY_SHARE:
+        flags.append("turned_away")
     failures = dict(ns.failures)
     ci = {m: _intervals(ns.hist[m]) for m in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")}
     targets = window.target_moe
@@ -246,6 +256,9 @@ def step_summary(
         # Of the successful requests sent with ignore_eos: the share that came back shorter than
         # max_tokens (metrics.definitions FORMULAS["short_output_share"]); null when none counted.
         "short_output_share": short_share,
+        # Closed loop: the share of the asked concurrency its users spent waiting out turn-aways
+        # (FORMULAS["backoff_share"]); null in open loop.
+        "backoff_share": backoff_share,
         # --target-moe: the margins asked for and reached (null without it).
         "precision": precision,
         # --drain: how long after the step's end nothing was in flight, and what was left when
@@ -425,6 +438,7 @@ _CSV_COLUMNS.append(
 )
 _CSV_COLUMNS.append(("client_bound", lambda s: "client_bound" in s["flags"]))
 _CSV_COLUMNS.append(("short_output_share", lambda s: s.get("short_output_share")))
+_CSV_COLUMNS.append(("backoff_share", lambda s: s.get("backoff_share")))
 _CSV_COLUMNS.append(("bottleneck", lambda s: (s.get("verdict") or {}).get("bottleneck")))
 
 
