@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -9,6 +10,7 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any, TypeVar
 
 import pytest
@@ -75,6 +77,15 @@ def run_locust(
         cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s, env={**os.environ, **(env or {})}
     )
     return LocustRun(proc.returncode, proc.stdout + proc.stderr, run_dir)
+
+
+def bench_module(name: str) -> ModuleType:
+    """bench/NAME.py loaded as a module (bench/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def read_records(run_dir: Path) -> list[dict]:

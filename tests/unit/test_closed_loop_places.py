@@ -3,24 +3,18 @@ alone, and whether they keep their places from one cycle to the next."""
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import random
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from tests.conftest import bench_module
+
 
 @pytest.fixture(scope="module")
 def places() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "closed_loop_places", Path(__file__).parents[2] / "bench" / "closed_loop_places.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("closed_loop_places")
 
 
 def _closed_loop(users: int, e2e_ms, seed: int, duration_s: float = 10.0) -> list[dict]:
