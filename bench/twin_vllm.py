@@ -47,7 +47,8 @@ from tests.real_vllm.conftest import SERVERS  # noqa: E402
 from tests.real_vllm.server import VllmServer, build_tiny_model, vllm_python  # noqa: E402
 from tests.real_vllm.twin import SIM_ARGS, base_profile, host_scales  # noqa: E402
 from tokenload import calibrate, plan  # noqa: E402
-from tokenload.sim.api_split import api_prompt_token_s, ttft_outside_engine_ms  # noqa: E402
+from tokenload.metrics.definitions import ttft_outside_engine_ms  # noqa: E402
+from tokenload.sim.api_split import api_prompt_token_s  # noqa: E402
 
 CONTEXT = ("64,256,1024", 64)
 FIT_STAIRCASE = ("1,2,4,8", 256, 64)
@@ -93,16 +94,14 @@ def measure(url: str, tmp: Path, step_s: float, repeats: int) -> dict[str, list[
     return runs
 
 
-def _lengths(run: Path) -> tuple[str, str, str]:
-    """The levels and length specs a measured staircase ran with (its run.json and summary)."""
+def _lengths(run: Path) -> tuple[str, str]:
+    """The length specs a measured staircase ran with (its run.json)."""
     config = json.loads((run / "run.json").read_text())["config"]
-    steps = json.loads((run / "summary.json").read_text())["steps"]
-    levels = ",".join(str(s["concurrency"]) for s in steps)
-    return levels, str(config["prompt_tokens"]), str(config["output_tokens"])
+    return str(config["prompt_tokens"]), str(config["output_tokens"])
 
 
 def _outside(step: dict) -> float | None:
-    ms = ttft_outside_engine_ms(step)  # the one definition (tokenload.sim.api_split)
+    ms = ttft_outside_engine_ms(step)  # the one definition (tokenload.metrics.definitions)
     return None if ms is None else round(ms, 1)
 
 
@@ -169,12 +168,13 @@ def twin(runs: dict[str, list[Path]], tmp: Path, flags: tuple[str, ...], step_s:
 def _validate(fitted: Path, measured_runs: list[Path], step_s: float) -> dict:
     """The twin's prediction of one measured staircase (its levels and lengths as it ran), step
     by step against each measured run."""
-    levels, n_in, n_out = _lengths(measured_runs[0])
+    measured = [json.loads((r / "summary.json").read_text())["steps"] for r in measured_runs]
+    levels = ",".join(str(s["concurrency"]) for s in measured[0])
+    n_in, n_out = _lengths(measured_runs[0])
     argv = ["--sim-args", f"--profile {fitted} {SIM_ARGS}", "--concurrency", levels]
     argv += ["--prompt-tokens", n_in, "--output-tokens", n_out]
     argv += ["--step-duration", str(step_s), "--warmup", "2", "--json"]
     pred = json.loads(_quiet(plan.main, argv))["steps"]
-    measured = [json.loads((r / "summary.json").read_text())["steps"] for r in measured_runs]
     steps = []
     for i, p in enumerate(pred):
         ms = [m[i] for m in measured]

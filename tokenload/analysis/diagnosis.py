@@ -68,6 +68,7 @@ from tokenload.analysis.signals import (
 from tokenload.analysis.signals import evidence as _ev
 from tokenload.analysis.signals import value_at as _g
 from tokenload.analysis.thresholds import CLOSE_CALL_AGREED, Thresholds
+from tokenload.metrics.definitions import ttft_outside_engine_ms
 
 __all__ = [
     "ADVICE",
@@ -355,7 +356,7 @@ def _frontend(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> list[di
     steps and short requests that wait alone is about half the TTFT of a compute-bound engine
     (0.48 on all three emulated profiles at 256 users of 32-token prompts with 20 ms in front of
     the engine, bench/RESULTS.md)."""
-    ttft = _g(step, "server", "ttft_ms", "mean")
+    ttft, outside = _g(step, "server", "ttft_ms", "mean"), ttft_outside_engine_ms(step)
     queue = _g(step, "server", "queue_time_ms", "mean")
     prefill_t = _g(step, "server", "prefill_time_ms", "mean")
     engine_step, step_source = _g(step, "server", "itl_ms", "mean"), "the server's mean ITL"
@@ -365,21 +366,20 @@ def _frontend(sig: StepSignals, step: dict[str, Any], th: Thresholds) -> list[di
     conc = step.get("concurrency") if sig.closed_loop else None
     if not (
         ttft
-        and queue is not None
-        and prefill_t is not None
+        and outside is not None
         and engine_step is not None
         and sig.waiting_mean <= th.waiting_mean
         and conc
         and sig.running_mean is not None
         and sig.running_mean < th.frontend_running_share * conc
-        and ttft - queue - prefill_t - engine_step > th.frontend_share * ttft
+        and outside - engine_step > th.frontend_share * ttft
     ):
         return None
     return [
         _ev("server ttft_ms mean", round(ttft, 1), "arrival -> first token, server side"),
         _ev(
             "outside queue, prefill and one engine step",
-            round((ttft - queue - prefill_t - engine_step) / ttft, 3),
+            round((outside - engine_step) / ttft, 3),
             f"> {th.frontend_share} of the server's TTFT (queue {queue:.1f} ms, prefill {prefill_t:.1f} "
             f"ms, one step {engine_step:.1f} ms: {step_source}, about the longest a request that came "
             "during a step waits for it)",

@@ -18,6 +18,7 @@ All times are ``time.perf_counter()`` seconds taken by the client; results are m
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = [
     "CLIENT_CPU_LIMIT_PERCENT",
@@ -31,6 +32,7 @@ __all__ = [
     "compute_timing",
     "is_short_output",
     "tokens_in_window",
+    "ttft_outside_engine_ms",
 ]
 
 #: How late (ms) the client may be before its own timing is not trusted: its event loop's lag p95
@@ -63,6 +65,9 @@ FORMULAS: dict[str, str] = {
     "send_lag_ms": "open loop: send lag = t_start - t_intended; TTFT and E2E then count from t_intended",
     "queue_time_ms": "server-side: vllm:request_queue_time_seconds (taken in by the engine -> first "
     "scheduled; vLLM V1 takes requests in between steps, so the wait for a running step is not in it)",
+    "ttft_outside_queue_and_prefill_ms": "server-side: mean of vllm:time_to_first_token_seconds - mean of "
+    "vllm:request_queue_time_seconds - mean of vllm:request_prefill_time_seconds over the step: the API "
+    "server's time and, on V1 under load, the wait for the engine's running step",
     "short_output_share": "short outputs / sized requests: successful requests sent with ignore_eos whose "
     "output_tokens < max_tokens, over successful requests sent with ignore_eos",
     "output_tokens_per_s": "step output tokens/s = output tokens of ok requests received in the measured "
@@ -176,3 +181,13 @@ def tokens_in_window(first_s: float, last_s: float, tokens: int, a: float, b: fl
         return float(tokens) if a <= first_s < b else 0.0
     overlap = min(last_s, b) - max(first_s, a)
     return first + (rest * overlap / (last_s - first_s) if overlap > 0 else 0.0)
+
+
+def ttft_outside_engine_ms(step: dict[str, Any]) -> float | None:
+    """A step's server TTFT mean less its queue and prefill means, ms (None without them):
+    ``FORMULAS["ttft_outside_queue_and_prefill_ms"]``."""
+    server = step.get("server") or {}
+    parts = [(server.get(k) or {}).get("mean") for k in ("ttft_ms", "queue_time_ms", "prefill_time_ms")]
+    if any(p is None for p in parts):
+        return None
+    return parts[0] - parts[1] - parts[2]

@@ -10,23 +10,17 @@ the prompt, handing it to the engine and the first token back) and, on V1 under 
 for the engine's running step. At one user the engine
 is idle while the API server reads the next request, so that time's growth with the prompt's
 length is the API server's time per prompt token (tokenization, chiefly): the slope of the
-one-user steps' outside time over their prompt lengths.
+one-user steps' outside time over their prompt lengths. That outside time is defined once, in
+``tokenload.metrics.definitions.ttft_outside_engine_ms``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["api_prompt_token_s", "ttft_outside_engine_ms"]
+from tokenload.metrics.definitions import ttft_outside_engine_ms
 
-
-def ttft_outside_engine_ms(step: dict[str, Any]) -> float | None:
-    """The step's server TTFT mean less its queue and prefill means, ms (None without them)."""
-    server = step.get("server") or {}
-    parts = [(server.get(k) or {}).get("mean") for k in ("ttft_ms", "queue_time_ms", "prefill_time_ms")]
-    if any(p is None for p in parts):
-        return None
-    return parts[0] - parts[1] - parts[2]
+__all__ = ["api_prompt_token_s"]
 
 
 def api_prompt_token_s(steps: list[dict[str, Any]]) -> tuple[float, list[tuple[int, float]]] | None:
